@@ -1,0 +1,98 @@
+"""Configuration of a KAN model (one frozen dataclass, DESIGN.md §5)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from kansym.errors import ConfigError
+
+__all__ = ["KANConfig", "BASE_FUNCTIONS"]
+
+BASE_FUNCTIONS = ("silu", "zero")
+
+
+@dataclass(frozen=True)
+class KANConfig:
+    """Architecture and initialisation of a :class:`kansym.nn.KAN`.
+
+    Parameters
+    ----------
+    width : tuple of int
+        Nodes per layer, inputs first and outputs last, e.g. ``(2, 5, 1)``.
+    grid_size : int
+        Number of grid intervals ``G`` of every B-spline.
+    spline_order : int
+        Order ``k`` of the B-splines (3 = cubic).
+    grid_range : tuple of float
+        Initial grid ``[low, high]`` in (scaled) input units; data-driven grid
+        updates move it later.
+    scale_noise : float
+        Amplitude of the random initial spline coefficients (near-zero splines).
+    scale_base_mu, scale_base_sigma : float
+        The residual weights ``w_b`` start as ``(mu + sigma * U(-1, 1)) / sqrt(in)``.
+    scale_sp : float
+        The spline weights ``w_s`` start as ``scale_sp / sqrt(in)``.
+    base_fun : {"silu", "zero"}
+        Residual function ``b(x)`` of eq. 2.10 in the KAN paper.
+    grid_eps : float
+        Weight of the uniform grid when grids adapt to samples (KAN paper §2.4).
+    seed : int
+        Seed of the initialisation; the constructor uses a private generator.
+
+    Raises
+    ------
+    ConfigError
+        For an impossible value (empty width, a zero-width layer, ``grid_size < 1``...).
+    """
+
+    width: tuple[int, ...] = (2, 5, 1)
+    grid_size: int = 5
+    spline_order: int = 3
+    grid_range: tuple[float, float] = (-1.0, 1.0)
+    scale_noise: float = 0.1
+    scale_base_mu: float = 0.0
+    scale_base_sigma: float = 1.0
+    scale_sp: float = 1.0
+    base_fun: str = "silu"
+    grid_eps: float = 0.02
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "width", tuple(int(w) for w in self.width))
+        object.__setattr__(self, "grid_range", tuple(float(v) for v in self.grid_range))
+        if len(self.width) < 2:
+            raise ConfigError(f"width needs at least an input and an output layer, got {list(self.width)}")
+        if any(w < 1 for w in self.width):
+            raise ConfigError(f"every layer of width needs at least one node, got {list(self.width)}")
+        if self.grid_size < 1:
+            raise ConfigError(f"grid_size must be at least 1, got {self.grid_size}")
+        if self.spline_order < 0:
+            raise ConfigError(f"spline_order must be >= 0, got {self.spline_order}")
+        if not self.grid_range[0] < self.grid_range[1]:
+            raise ConfigError(f"grid_range must be increasing, got {self.grid_range}")
+        if self.base_fun not in BASE_FUNCTIONS:
+            raise ConfigError(f"base_fun must be one of {', '.join(BASE_FUNCTIONS)}, got {self.base_fun!r}")
+        if not 0.0 <= self.grid_eps <= 1.0:
+            raise ConfigError(f"grid_eps must lie in [0, 1], got {self.grid_eps}")
+
+    def replace(self, **changes: Any) -> "KANConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """Plain dict of the fields (lists for tuples), fit for a checkpoint."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["width"] = list(self.width)
+        out["grid_range"] = list(self.grid_range)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "KANConfig":
+        """Inverse of :meth:`to_dict`; unknown keys raise :class:`ConfigError`."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ConfigError(f"unknown KANConfig fields: {', '.join(sorted(unknown))}")
+        return cls(**data)

@@ -1,0 +1,195 @@
+"""One KAN layer: a learnable function on every edge.
+
+``phi_ij(x) = w_b[j, i] * b(x) + w_s[j, i] * sum_k c[j, i, k] B_k(x)`` (Liu et al. 2024,
+"KAN: Kolmogorov–Arnold Networks", arXiv:2404.19756, eq. 2.10), node ``j`` of the
+next layer sums its incoming edges. Coefficients are laid out ``(out, in, G + k)``
+like ``nn.Linear.weight``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from kansym.nn.spline import bspline_basis, coef_to_curve, curve_to_coef, grid_from_samples, make_grid
+
+__all__ = ["KANLayer"]
+
+
+def _base(name: str, x: torch.Tensor) -> torch.Tensor:
+    if name == "silu":
+        return F.silu(x)
+    return torch.zeros_like(x)
+
+
+class KANLayer(nn.Module):
+    """A fully connected KAN layer of B-spline edge functions with a SiLU residual.
+
+    Parameters
+    ----------
+    in_features, out_features : int
+        Nodes of the layer's input and output.
+    grid_size : int
+        Grid intervals ``G``.
+    spline_order : int
+        Spline order ``k``.
+    grid_range : tuple of float
+        Initial uniform grid ``[low, high]``.
+    scale_noise : float
+        Initial spline coefficients are uniform in ``±scale_noise / (2 G)``.
+    scale_base_mu, scale_base_sigma, scale_sp : float
+        Initialisation of ``w_b`` and ``w_s`` (see :class:`kansym.nn.KANConfig`).
+    base_fun : {"silu", "zero"}
+        Residual function ``b``.
+    generator : torch.Generator, optional
+        Source of randomness for the initialisation (no global RNG is touched
+        when given).
+
+    Attributes
+    ----------
+    grid : buffer (in, G + 2k + 1)
+        Knots per input feature.
+    coef : Parameter (out, in, G + k)
+        Spline coefficients ``c``.
+    scale_base, scale_sp : Parameter (out, in)
+        ``w_b`` and ``w_s``.
+    mask : buffer (out, in)
+        1 for a live edge, 0 for a removed one.
+
+    Notes
+    -----
+    The layer accepts any leading dimensions: ``(..., in) -> (..., out)``. The hot path
+    evaluates the basis once per input feature and contracts it with the weights in one
+    matmul; the ``(batch, out, in)`` edge tensor is built only by :meth:`edge_outputs`.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        grid_size: int = 5,
+        spline_order: int = 3,
+        *,
+        grid_range: tuple[float, float] = (-1.0, 1.0),
+        scale_noise: float = 0.1,
+        scale_base_mu: float = 0.0,
+        scale_base_sigma: float = 1.0,
+        scale_sp: float = 1.0,
+        base_fun: str = "silu",
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.grid_size = grid_size
+        self.spline_order = spline_order
+        self.base_fun = base_fun
+        grid = make_grid(grid_range[0], grid_range[1], grid_size, spline_order, in_features)
+        self.register_buffer("grid", grid)
+        self.register_buffer("mask", torch.ones(out_features, in_features))
+        n_coef = grid_size + spline_order
+        noise = torch.rand(out_features, in_features, n_coef, generator=generator) - 0.5
+        self.coef = nn.Parameter(noise * scale_noise / grid_size)
+        unit = torch.rand(out_features, in_features, generator=generator) * 2 - 1
+        self.scale_base = nn.Parameter((scale_base_mu + scale_base_sigma * unit) / math.sqrt(in_features))
+        self.scale_sp = nn.Parameter(torch.full((out_features, in_features), scale_sp / math.sqrt(in_features)))
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"grid_size={self.grid_size}, spline_order={self.spline_order}"
+        )
+
+    def _spline_weight(self) -> torch.Tensor:
+        return self.coef * (self.scale_sp * self.mask).unsqueeze(-1)  # (out, in, G + k)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Node outputs ``sum_i phi_ji(x_i)``: ``(..., in) -> (..., out)``."""
+        lead = x.shape[:-1]
+        x = x.reshape(-1, self.in_features)  # (N, in)
+        base = F.linear(_base(self.base_fun, x), self.scale_base * self.mask)  # (N, out)
+        basis = bspline_basis(x, self.grid, self.spline_order)  # (N, in, G + k)
+        weight = self._spline_weight().reshape(self.out_features, -1)  # (out, in * (G + k))
+        out = base + basis.reshape(x.shape[0], -1) @ weight.T  # (N, out)
+        return out.reshape(*lead, self.out_features)
+
+    def edge_outputs(self, x: torch.Tensor) -> torch.Tensor:
+        """Every edge function at the samples.
+
+        Parameters
+        ----------
+        x : Tensor of shape (batch, in)
+
+        Returns
+        -------
+        Tensor of shape (batch, out, in)
+            ``phi_ji(x_i)``; summing over the last axis gives :meth:`forward`.
+        """
+        base = _base(self.base_fun, x).unsqueeze(1) * (self.scale_base * self.mask)  # (batch, out, in)
+        basis = bspline_basis(x, self.grid, self.spline_order)  # (batch, in, G + k)
+        spline = torch.einsum("bik,oik->boi", basis, self._spline_weight())
+        return base + spline
+
+    @torch.no_grad()
+    def update_grid(self, x: torch.Tensor, *, grid_eps: float = 0.02, margin: float = 0.0) -> None:
+        """Move the knots to the sample distribution, keeping every edge function.
+
+        The spline part of each edge is sampled at ``x``, new knots are placed by
+        :func:`kansym.nn.spline.grid_from_samples`, and the coefficients are refit by
+        least squares (KAN paper §2.4). Works in place (an explicit training step).
+
+        Parameters
+        ----------
+        x : Tensor of shape (batch, in)
+            Inputs reaching this layer; ``batch`` should exceed ``G + k``.
+        grid_eps : float
+            Weight of the uniform grid.
+        margin : float
+            Widening of the sample range on each side.
+        """
+        new_grid = grid_from_samples(x, self.grid_size, self.spline_order, grid_eps=grid_eps, margin=margin)
+        self._refit(x, new_grid)
+
+    @torch.no_grad()
+    def _refit(self, x: torch.Tensor, new_grid: torch.Tensor) -> torch.Tensor:
+        curve = coef_to_curve(x, self.grid, self.coef, self.spline_order)  # (batch, out, in)
+        coef = curve_to_coef(x, curve, new_grid, self.spline_order)
+        self.grid = new_grid.to(self.grid)
+        self.coef.data = coef.to(self.coef)
+        return coef
+
+    @torch.no_grad()
+    def extend_grid(self, x: torch.Tensor, grid_size: int, *, grid_eps: float = 0.02) -> "KANLayer":
+        """A copy of this layer on a finer (or coarser) grid of ``grid_size`` intervals.
+
+        The new splines are least-squares fits of the old ones on the samples ``x``
+        (grid extension, KAN paper §2.4); ``w_b``, ``w_s`` and the mask are copied.
+
+        Parameters
+        ----------
+        x : Tensor of shape (batch, in)
+        grid_size : int
+            ``G'`` of the new layer.
+
+        Returns
+        -------
+        KANLayer
+        """
+        new = KANLayer(
+            self.in_features,
+            self.out_features,
+            grid_size,
+            self.spline_order,
+            base_fun=self.base_fun,
+        ).to(device=self.coef.device, dtype=self.coef.dtype)
+        new.scale_base.data.copy_(self.scale_base)
+        new.scale_sp.data.copy_(self.scale_sp)
+        new.mask.copy_(self.mask)
+        new_grid = grid_from_samples(x, grid_size, self.spline_order, grid_eps=grid_eps)
+        curve = coef_to_curve(x, self.grid, self.coef, self.spline_order)
+        new.grid = new_grid.to(new.grid)
+        new.coef.data = curve_to_coef(x, curve, new_grid, self.spline_order).to(new.coef)
+        return new
