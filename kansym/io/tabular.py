@@ -1,0 +1,560 @@
+"""Tables of numbers from CSV files, checked and ready for a KAN.
+
+The first stage of the data flow (DESIGN.md §2)::
+
+    data.csv --read_table--> Table(x (N, d_in), y (N, d_out), names, notices)
+
+Every mistake a person can make with a CSV (a missing file, a typo in a column
+name, a text column, a blank cell, a constant column) becomes a
+:class:`~kansym.errors.DataError` with one actionable sentence; harmless
+adjustments (a text column left out, a constant input dropped) are recorded as
+human-readable ``notices`` on the returned :class:`Table` and logged.
+
+:class:`Scaler` holds the affine maps used to feed a KAN: inputs scaled to
+``[-1, 1]`` by min/max, targets standardised to mean 0 and std 1.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from kansym.errors import DataError
+
+__all__ = [
+    "Scaler",
+    "Table",
+    "read_table",
+    "read_table_from_frame",
+    "fit_scalers",
+    "embedded_dataset",
+    "list_embedded",
+]
+
+logger = logging.getLogger("kansym")
+
+_DELIMITERS = ",;\t"
+_SNIFF_BYTES = 64 * 1024
+
+
+# --------------------------------------------------------------------------- Scaler
+
+
+@dataclass(frozen=True)
+class Scaler:
+    """Per-column affine map ``z = (a - shift) / scale`` and its inverse.
+
+    Parameters
+    ----------
+    shift, scale : np.ndarray, shape (d,)
+        Centre and half-width (min/max scaling) or mean and std (standardising)
+        of each of the ``d`` columns, in the column's own units. ``scale`` must be
+        finite and non-zero; the constructors :meth:`minmax` and :meth:`standard`
+        replace the zero scale of a constant column by 1.
+
+    Raises
+    ------
+    DataError
+        If ``shift`` and ``scale`` are not 1-D of the same length, or ``scale``
+        holds a zero or non-finite value.
+    """
+
+    shift: np.ndarray
+    scale: np.ndarray
+
+    def __post_init__(self) -> None:
+        shift = np.asarray(self.shift, dtype=np.float64).reshape(-1).copy()
+        scale = np.asarray(self.scale, dtype=np.float64).reshape(-1).copy()
+        if shift.shape != scale.shape:
+            raise DataError(
+                f"scaler shift has {shift.size} values but scale has {scale.size}; "
+                "give one of each per column."
+            )
+        if not np.all(np.isfinite(scale)) or np.any(scale == 0):
+            raise DataError("scaler scale values must be finite and non-zero.")
+        object.__setattr__(self, "shift", shift)
+        object.__setattr__(self, "scale", scale)
+
+    @property
+    def dim(self) -> int:
+        """Number of columns ``d`` the scaler maps."""
+        return int(self.shift.size)
+
+    @classmethod
+    def minmax(cls, a: np.ndarray) -> "Scaler":
+        """Scaler mapping each column of ``a`` onto ``[-1, 1]``.
+
+        ``shift = (max + min) / 2`` and ``scale = (max - min) / 2``; a constant
+        column gets ``scale = 1`` (it is then merely centred on 0).
+
+        Parameters
+        ----------
+        a : array_like, shape (N, d)
+
+        Returns
+        -------
+        Scaler
+        """
+        a = _as_2d(a)
+        lo, hi = a.min(axis=0), a.max(axis=0)
+        scale = (hi - lo) / 2.0
+        return cls(shift=(hi + lo) / 2.0, scale=np.where(scale > 0, scale, 1.0))
+
+    @classmethod
+    def standard(cls, a: np.ndarray) -> "Scaler":
+        """Scaler standardising each column of ``a`` to mean 0 and std 1.
+
+        Uses the population standard deviation (``ddof=0``); a constant column
+        gets ``scale = 1``.
+
+        Parameters
+        ----------
+        a : array_like, shape (N, d)
+
+        Returns
+        -------
+        Scaler
+        """
+        a = _as_2d(a)
+        std = a.std(axis=0)
+        return cls(shift=a.mean(axis=0), scale=np.where(std > 0, std, 1.0))
+
+    @classmethod
+    def identity(cls, d: int) -> "Scaler":
+        """Scaler that leaves ``d`` columns unchanged."""
+        return cls(shift=np.zeros(d), scale=np.ones(d))
+
+    def transform(self, a: Any) -> Any:
+        """Map raw values to scaled ones: ``(a - shift) / scale``.
+
+        Parameters
+        ----------
+        a : np.ndarray or torch.Tensor, shape (N, d) or (d,)
+            Values in column units. A tensor stays a tensor (same dtype/device).
+
+        Returns
+        -------
+        np.ndarray or torch.Tensor, same shape as ``a``
+
+        Raises
+        ------
+        DataError
+            If the last dimension of ``a`` is not ``d``.
+        """
+        shift, scale = self._params_like(a)
+        return (a - shift) / scale
+
+    def inverse(self, a: Any) -> Any:
+        """Map scaled values back to column units: ``a * scale + shift``.
+
+        Parameters
+        ----------
+        a : np.ndarray or torch.Tensor, shape (N, d) or (d,)
+
+        Returns
+        -------
+        np.ndarray or torch.Tensor, same shape as ``a``
+
+        Raises
+        ------
+        DataError
+            If the last dimension of ``a`` is not ``d``.
+        """
+        shift, scale = self._params_like(a)
+        return a * scale + shift
+
+    def to_dict(self) -> dict[str, list[float]]:
+        """Plain-list form, safe for checkpoints and JSON."""
+        return {"shift": self.shift.tolist(), "scale": self.scale.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Scaler":
+        """Rebuild from :meth:`to_dict` output (lists, arrays or tensors).
+
+        Raises
+        ------
+        DataError
+            If a key is missing or the values are inconsistent.
+        """
+        try:
+            shift, scale = d["shift"], d["scale"]
+        except (KeyError, TypeError) as exc:
+            raise DataError("a scaler needs both 'shift' and 'scale' entries.") from exc
+        return cls(shift=_to_numpy(shift), scale=_to_numpy(scale))
+
+    def _params_like(self, a: Any) -> tuple[Any, Any]:
+        shape = tuple(getattr(a, "shape", ()))
+        if not shape or shape[-1] != self.dim:
+            raise DataError(
+                f"expected values with {self.dim} columns, got an array of shape {shape}."
+            )
+        if type(a).__module__.startswith("torch"):
+            return (
+                a.new_tensor(self.shift),
+                a.new_tensor(self.scale),
+            )
+        return self.shift, self.scale
+
+
+def _to_numpy(v: Any) -> np.ndarray:
+    if hasattr(v, "detach"):  # torch.Tensor
+        v = v.detach().cpu().numpy()
+    return np.asarray(v, dtype=np.float64)
+
+
+def _as_2d(a: Any) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2 or a.shape[0] == 0:
+        raise DataError(f"expected a non-empty (N, d) array, got shape {a.shape}.")
+    return a
+
+
+# --------------------------------------------------------------------------- Table
+
+
+@dataclass(frozen=True)
+class Table:
+    """Numeric inputs and targets read from a table, with their names.
+
+    Attributes
+    ----------
+    x : np.ndarray, shape (N, d_in), float64
+        Input columns in CSV units.
+    y : np.ndarray, shape (N, d_out), float64
+        Target columns in CSV units.
+    input_names, target_names : tuple of str
+        Column headers, in the order of the columns of ``x`` and ``y``.
+    notices : tuple of str
+        Human-readable notes on what was adjusted while reading (ignored text
+        columns, dropped rows, dropped constant columns).
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    input_names: tuple[str, ...]
+    target_names: tuple[str, ...]
+    notices: tuple[str, ...] = ()
+
+    @property
+    def n_rows(self) -> int:
+        """Number of rows ``N``."""
+        return int(self.x.shape[0])
+
+    @property
+    def d_in(self) -> int:
+        """Number of input columns."""
+        return int(self.x.shape[1])
+
+    @property
+    def d_out(self) -> int:
+        """Number of target columns."""
+        return int(self.y.shape[1])
+
+
+def fit_scalers(table: Table) -> tuple[Scaler, Scaler]:
+    """The default scalers for a table: min/max for inputs, standard for targets.
+
+    Returns
+    -------
+    (Scaler, Scaler)
+        Input scaler (``x`` onto ``[-1, 1]``) and target scaler (``y`` to mean 0,
+        std 1).
+    """
+    return Scaler.minmax(table.x), Scaler.standard(table.y)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_table(
+    path: str | Path,
+    target: str | Sequence[str],
+    inputs: Sequence[str] | None = None,
+    *,
+    dropna: bool = False,
+) -> Table:
+    """Read a CSV (comma, semicolon or tab separated, UTF-8) into a :class:`Table`.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file; the first line is the header.
+    target : str or sequence of str
+        Target column name(s).
+    inputs : sequence of str, optional
+        Input column names. By default every other numeric column; text columns
+        are then left out with a notice.
+    dropna : bool
+        Drop rows with missing or non-finite values in the used columns (with a
+        notice) instead of raising.
+
+    Returns
+    -------
+    Table
+
+    Raises
+    ------
+    DataError
+        If the file is missing, empty, not UTF-8, has duplicate column names or
+        fewer than 2 data rows, or for any reason listed in
+        :func:`read_table_from_frame`.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"data file '{path}' does not exist; check the path.")
+    if path.is_dir():
+        raise DataError(f"'{path}' is a directory; give the path of a CSV file.")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read data file '{path}': {exc.strerror}.") from exc
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"data file '{path}' is not UTF-8 text (bad byte at offset {exc.start}); "
+            "re-save it as UTF-8 CSV."
+        ) from exc
+    if not text.strip():
+        raise DataError(f"data file '{path}' is empty; it needs a header and at least 2 rows.")
+
+    sep = _sniff_delimiter(text)
+    header = next(csv.reader(io.StringIO(text), delimiter=sep), [])
+    header = [h.strip() for h in header]
+    _check_duplicates(header, str(path))
+    try:
+        df = pd.read_csv(io.StringIO(text), sep=sep, skipinitialspace=True)
+    except (pd.errors.ParserError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"cannot parse '{path}' as CSV ({first}); check the delimiter and quoting.") from exc
+    df.columns = [str(c).strip() for c in df.columns]
+    if len(df) == 0:
+        raise DataError(f"data file '{path}' has a header but no data rows; add at least 2 rows.")
+    return read_table_from_frame(df, target, inputs, dropna=dropna, source=str(path))
+
+
+def _sniff_delimiter(text: str) -> str:
+    sample = text[:_SNIFF_BYTES]
+    lines = sample.splitlines()
+    if len(sample) == _SNIFF_BYTES and len(lines) > 1:
+        lines = lines[:-1]  # the last line may be cut in the middle
+    sample = "\n".join(lines[:50])
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=_DELIMITERS).delimiter
+    except csv.Error:
+        # The sniffer gives up on one-column files and some ragged ones: pick the
+        # candidate that occurs most often in the header, else a comma.
+        head = lines[0] if lines else ""
+        counts = {d: head.count(d) for d in _DELIMITERS}
+        best = max(counts, key=lambda d: counts[d])
+        return best if counts[best] > 0 else ","
+
+
+def _check_duplicates(columns: Sequence[str], source: str) -> None:
+    seen: set[str] = set()
+    dups: list[str] = []
+    for c in columns:
+        if c in seen and c not in dups:
+            dups.append(c)
+        seen.add(c)
+    if dups:
+        raise DataError(
+            f"{source} has duplicate column name(s) {', '.join(repr(d) for d in dups)}; "
+            "rename them so each column is unique."
+        )
+
+
+def read_table_from_frame(
+    df: pd.DataFrame,
+    target: str | Sequence[str],
+    inputs: Sequence[str] | None = None,
+    *,
+    dropna: bool = False,
+    source: str = "the table",
+) -> Table:
+    """Check a DataFrame and turn it into a :class:`Table` (the rules of :func:`read_table`).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        One column per variable, one row per sample; not modified.
+    target, inputs, dropna
+        As in :func:`read_table`.
+    source : str
+        How to name the data in messages (the file path for :func:`read_table`).
+
+    Returns
+    -------
+    Table
+        ``x`` and ``y`` as fresh float64 arrays.
+
+    Raises
+    ------
+    DataError
+        If a column name is duplicated or not in the table (the message lists the
+        available columns), no target is given, a column is both target and
+        input, a named column is not numeric, used cells are missing or
+        non-finite (unless ``dropna``), fewer than 2 rows remain, every input is
+        constant, or a target is constant.
+    """
+    columns = [str(c) for c in df.columns]
+    _check_duplicates(columns, source)
+    targets = [target] if isinstance(target, str) else list(target)
+    if not targets:
+        raise DataError("no target column given; name the column to predict.")
+    _check_present(targets, columns, source, "target")
+    _check_duplicates(targets, "the target list")
+    notices: list[str] = []
+
+    if inputs is None:
+        names = []
+        for c in columns:
+            if c in targets:
+                continue
+            if _is_numeric(df[c]):
+                names.append(c)
+            else:
+                notices.append(f"ignored non-numeric column '{c}'")
+    else:
+        names = [str(c) for c in inputs]
+        _check_present(names, columns, source, "input")
+        _check_duplicates(names, "the input list")
+        both = [c for c in names if c in targets]
+        if both:
+            raise DataError(
+                f"column '{both[0]}' is both a target and an input; list it only once."
+            )
+    if not names:
+        raise DataError(
+            f"{source} has no numeric input columns besides the target; add inputs or name them."
+        )
+
+    used = names + targets
+    values = {c: _numeric_column(df[c], c, source) for c in used}
+    x = np.column_stack([values[c] for c in names]).astype(np.float64)  # (N, d_in)
+    y = np.column_stack([values[c] for c in targets]).astype(np.float64)  # (N, d_out)
+
+    bad = ~(np.isfinite(x).all(axis=1) & np.isfinite(y).all(axis=1))  # (N,)
+    n_bad = int(bad.sum())
+    if n_bad:
+        if not dropna:
+            first = int(np.flatnonzero(bad)[0])
+            raise DataError(
+                f"{n_bad} of {len(bad)} rows of {source} have missing or non-finite values "
+                f"in the used columns (first at data row {first + 1}); fix them or pass "
+                "--dropna to drop those rows."
+            )
+        x, y = x[~bad], y[~bad]
+        notices.append(f"dropped {n_bad} row(s) with missing or non-finite values")
+
+    if x.shape[0] < 2:
+        raise DataError(
+            f"{source} has {x.shape[0]} usable row(s); at least 2 are needed to fit anything."
+        )
+
+    const = [i for i in range(x.shape[1]) if np.all(x[:, i] == x[0, i])]
+    if const:
+        for i in const:
+            notices.append(f"dropped constant input column '{names[i]}' (always {x[0, i]:g})")
+        keep = [i for i in range(x.shape[1]) if i not in const]
+        if not keep:
+            raise DataError(
+                f"every input column of {source} is constant; nothing can be learned from them."
+            )
+        x = x[:, keep]
+        names = [names[i] for i in keep]
+
+    for j, t in enumerate(targets):
+        if np.all(y[:, j] == y[0, j]):
+            raise DataError(
+                f"target column '{t}' is constant ({y[0, j]:g}) in {source}; "
+                "there is nothing to predict."
+            )
+
+    for note in notices:
+        logger.info("%s: %s", source, note)
+    return Table(
+        x=np.ascontiguousarray(x),
+        y=np.ascontiguousarray(y),
+        input_names=tuple(names),
+        target_names=tuple(targets),
+        notices=tuple(notices),
+    )
+
+
+def _check_present(wanted: Sequence[str], columns: Sequence[str], source: str, role: str) -> None:
+    missing = [c for c in wanted if c not in columns]
+    if missing:
+        raise DataError(
+            f"{role} column '{missing[0]}' is not in {source}; "
+            f"available columns: {', '.join(columns)}."
+        )
+
+
+def _is_numeric(s: pd.Series) -> bool:
+    return bool(pd.api.types.is_numeric_dtype(s.dtype))
+
+
+def _numeric_column(s: pd.Series, name: str, source: str) -> np.ndarray:
+    if _is_numeric(s):
+        return s.to_numpy(dtype=np.float64, na_value=np.nan)
+    converted = pd.to_numeric(s, errors="coerce")
+    failed = converted.isna() & s.notna()
+    if bool(failed.any()):
+        row = int(np.flatnonzero(failed.to_numpy())[0])
+        raise DataError(
+            f"column '{name}' of {source} is not numeric (value {str(s.iloc[row])!r} "
+            f"in data row {row + 1}); fix the value or leave the column out."
+        )
+    return converted.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+# --------------------------------------------------------------------------- embedded data
+
+
+def list_embedded() -> list[str]:
+    """Names of the datasets shipped inside the package (``kansym/data/*.csv``).
+
+    Returns
+    -------
+    list of str
+        Sorted names, e.g. ``['kepler']``.
+    """
+    root = resources.files("kansym").joinpath("data")
+    return sorted(p.name[:-4] for p in root.iterdir() if p.name.endswith(".csv"))
+
+
+def embedded_dataset(name: str) -> Path:
+    """Path of a dataset shipped inside the package.
+
+    Parameters
+    ----------
+    name : str
+        Dataset name without extension, e.g. ``'kepler'``.
+
+    Returns
+    -------
+    pathlib.Path
+        The CSV file (the package must be installed as files, not zipped).
+
+    Raises
+    ------
+    DataError
+        If no dataset of that name ships with kansym (the message lists them).
+    """
+    names = list_embedded()
+    if name not in names:
+        raise DataError(
+            f"no embedded dataset named '{name}'; available: {', '.join(names) or 'none'}."
+        )
+    return Path(str(resources.files("kansym").joinpath("data").joinpath(f"{name}.csv")))
