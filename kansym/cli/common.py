@@ -1,0 +1,107 @@
+"""Shared pieces of the CLI: error reporting, common options, safe output paths."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from pathlib import Path
+from typing import Callable
+
+import click
+
+from kansym.errors import ConfigError, KansymError
+
+MARKER = ".kansym-output"
+
+
+class CLIError(click.ClickException):
+    """A user mistake: printed as ``error: <message>`` (one line), exit status 2."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:  # noqa: D102 - click API
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def run_safely(fn: Callable) -> Callable:
+    """Turn :class:`KansymError` (and a few OS errors) into :class:`CLIError`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except KansymError as exc:
+            raise CLIError(str(exc)) from exc
+        except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+            raise CLIError(f"{exc.strerror}: {exc.filename}") from exc
+
+    return wrapper
+
+
+def common_options(fn: Callable) -> Callable:
+    """``--seed``, ``--device``, ``--quiet`` on a command."""
+    fn = click.option("--quiet", "-q", is_flag=True, help="Print only results; no progress bars or notices.")(fn)
+    fn = click.option("--device", default="cpu", show_default=True, help="Torch device for training: cpu, cuda, cuda:0, ...")(fn)
+    fn = click.option("--seed", default=0, show_default=True, type=int, help="Seed of initialisation, splits and sampling.")(fn)
+    return fn
+
+
+def check_device(device: str) -> str:
+    """Validate a torch device string before any work starts."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise ConfigError(f"unknown device {device!r}; use cpu or cuda[:N]") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"unsupported device {device!r}; use cpu or cuda[:N]")
+    return device
+
+
+def setup_logging(quiet: bool) -> None:
+    """Notices of the library go to stderr unless ``--quiet``."""
+    logger = logging.getLogger("kansym")
+    logger.setLevel(logging.WARNING if quiet else logging.INFO)
+    if not any(getattr(h, "_kansym_cli", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler._kansym_cli = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+
+
+def prepare_out_dir(out_dir: Path, names: list[str], *, force: bool, protect: list[Path]) -> None:
+    """Create ``out_dir`` or check that writing ``names`` there loses no user file.
+
+    Files in a directory that kansym created earlier (it holds a marker file) are
+    replaced; anywhere else an existing file is kept unless ``force``.
+
+    Raises
+    ------
+    ConfigError
+        An output would overwrite an input or a file kansym did not write.
+    """
+    protected = {p.resolve() for p in protect}
+    for name in names:
+        target = (out_dir / name).resolve()
+        if target in protected:
+            raise ConfigError(f"output {out_dir / name} would overwrite an input file; choose another -o")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"{out_dir} exists and is not a directory; choose another -o")
+    ours = (out_dir / MARKER).exists()
+    clash = [n for n in names if (out_dir / n).exists()]
+    if clash and not ours and not force:
+        raise ConfigError(f"{out_dir / clash[0]} already exists and was not written by kansym; use --force or another -o")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / MARKER).touch()
+
+
+def check_output_file(path: Path, *, force: bool, protect: list[Path]) -> None:
+    """Refuse to write onto an input file, or onto an existing file without ``force``."""
+    if path.resolve() in {p.resolve() for p in protect}:
+        raise ConfigError(f"output {path} would overwrite an input file; choose another path")
+    if path.exists() and not force and not (path.parent / MARKER).exists():
+        raise ConfigError(f"{path} already exists; use --force or another path")

@@ -1,0 +1,48 @@
+"""``kansym prune``: remove weak hidden nodes from a checkpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from kansym.cli.common import check_output_file, common_options, run_safely, setup_logging
+from kansym.errors import ConfigError
+
+
+@click.command("prune")
+@click.argument("checkpoint", type=click.Path(dir_okay=False))
+@click.option("--theta", default=1e-2, show_default=True, type=float, help="A hidden node survives iff its largest incoming and outgoing edge L1 norms both exceed theta.")
+@click.option("--output", "-o", default=None, type=click.Path(dir_okay=False), help="Pruned checkpoint (default: CHECKPOINT with -pruned before .pt).")
+@click.option("--data", default=None, type=click.Path(dir_okay=False), help="Score nodes on this CSV instead of the checkpoint's calibration rows.")
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@common_options
+@run_safely
+def prune_command(checkpoint, theta, output, data, force, seed, device, quiet):
+    """Prune CHECKPOINT's hidden nodes (KAN paper §2.5.1) into a smaller model.
+
+    Node scores are computed on the calibration rows stored in the checkpoint
+    (or on --data). Prints the report as JSON.
+    """
+    from kansym.io.bundle import ModelBundle
+    from kansym.pipeline import prune_bundle
+
+    setup_logging(quiet)
+    if theta < 0:
+        raise ConfigError(f"--theta must be >= 0, got {theta}")
+    src = Path(checkpoint)
+    out = Path(output) if output else src.with_name(f"{src.stem}-pruned.pt")
+    check_output_file(out, force=force, protect=[src] + ([Path(data)] if data else []))
+    bundle = ModelBundle.load(src)
+    if data:
+        from kansym.io.tabular import read_table
+
+        table = read_table(Path(data), list(bundle.output_names), list(bundle.input_names))
+        bundle = ModelBundle.create(bundle.model, bundle.transform, bundle.input_names, bundle.output_names, table.x, table.y, meta=bundle.meta, seed=seed)
+    pruned, result = prune_bundle(bundle, theta)
+    pruned.save(out, protect=[src])
+    report = result.report.to_dict()
+    if not quiet:
+        click.echo(result.report.summary(), err=True)
+    click.echo(json.dumps({"checkpoint": str(out), **report}))

@@ -1,0 +1,67 @@
+"""Formatting of formulas for the terminal and the output files."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import click
+
+from kansym.symbolic.export import to_latex
+
+
+def formula_record(formula, bundle, symbolic, *, extra: dict | None = None) -> dict:
+    """The JSON record of one formula (``formula.json``)."""
+    fid = formula.fidelity
+    return {
+        "format": "kansym-formula",
+        "version": 1,
+        "target": formula.target,
+        "inputs": list(bundle.input_names),
+        "sympy": str(formula.expr),
+        "latex": to_latex(formula.expr),
+        "raw_sympy": str(formula.raw),
+        "r2_data": fid.r2_data,
+        "r2_model": fid.r2_model,
+        "max_abs_err": fid.max_abs_err,
+        "rmse": fid.rmse,
+        "space": "log" if bundle.transform.log_space else "linear",
+        "edges": [
+            {"id": list(k), **v.to_dict()} for k, v in sorted(symbolic.edges.items())
+        ],
+        **(extra or {}),
+    }
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_formula_files(out_dir: Path, record: dict) -> None:
+    """Write ``formula.json`` and ``formula.tex`` atomically."""
+    _atomic_write_text(out_dir / "formula.json", json.dumps(record, indent=2) + "\n")
+    _atomic_write_text(out_dir / "formula.tex", f"{record['target']} = {record['latex']}\n")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Atomic text write for single-file outputs."""
+    _atomic_write_text(path, text)
+
+
+def print_formulas(formulas) -> None:
+    """Print each formula as LaTeX with its R² (stdout)."""
+    for f in formulas:
+        click.echo(f"{f.target} = {to_latex(f.expr)}")
+        click.echo(f"sympy: {f.expr}")
+        click.echo(f"R² (data) = {f.fidelity.r2_data:.6f}   R² (vs model) = {f.fidelity.r2_model:.6f}")

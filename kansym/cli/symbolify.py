@@ -1,0 +1,54 @@
+"""``kansym symbolify``: turn a (pruned) checkpoint into a formula."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from kansym.cli.common import check_output_file, common_options, run_safely, setup_logging
+
+
+@click.command("symbolify")
+@click.argument("checkpoint", type=click.Path(dir_okay=False))
+@click.option("--latex", "latex_out", default=None, type=click.Path(dir_okay=False), help="Write the LaTeX formula to this file.")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), help="Write the formula record (sympy, latex, R², edges) to this JSON file.")
+@click.option("--data", default=None, type=click.Path(dir_okay=False), help="Refine and verify on this CSV instead of the checkpoint's calibration rows.")
+@click.option("--lib", default=None, help="Comma-separated primitive names (default: all).")
+@click.option("--r2-threshold", default=0.999, show_default=True, type=float, help="R² an edge's primitive must reach.")
+@click.option("--force", is_flag=True, help="Overwrite existing output files.")
+@common_options
+@run_safely
+def symbolify_command(checkpoint, latex_out, json_out, data, lib, r2_threshold, force, seed, device, quiet):
+    """Fit a primitive to every edge of CHECKPOINT and print the composed formula.
+
+    The formula's constants are refit on the data and snapped to simple values;
+    its R² on the data and against the model are printed.
+    """
+    from kansym.cli.fit import _split
+    from kansym.cli.report import formula_record, print_formulas, write_text
+    from kansym.io.bundle import ModelBundle
+    from kansym.pipeline import DiscoverConfig, symbolify_bundle
+
+    setup_logging(quiet)
+    src = Path(checkpoint)
+    protect = [src] + ([Path(data)] if data else [])
+    outs = [Path(p) for p in (latex_out, json_out) if p]
+    for p in outs:
+        check_output_file(p, force=force, protect=protect)
+    config = DiscoverConfig(library=_split(lib), r2_threshold=r2_threshold, seed=seed)
+    bundle = ModelBundle.load(src)
+    x = y = None
+    if data:
+        from kansym.io.tabular import read_table
+
+        table = read_table(Path(data), list(bundle.output_names), list(bundle.input_names))
+        x, y = table.x, table.y
+    sym, formulas = symbolify_bundle(bundle, config, x, y)
+    print_formulas(formulas)
+    record = formula_record(formulas[0], bundle, sym, extra={"checkpoint": str(src)})
+    if latex_out:
+        write_text(Path(latex_out), f"{record['latex']}\n")
+    if json_out:
+        write_text(Path(json_out), json.dumps(record, indent=2) + "\n")

@@ -1,0 +1,233 @@
+"""From a (pruned) KAN to a symbolic network and a sympy formula.
+
+Every live edge of the KAN is replaced by a fitted primitive ``c * f(a x + b) + d``
+(:func:`symbolify`), which gives a :class:`SymbolicKAN`. Its numeric forward and its
+sympy formula come from ONE walk over the layers (:meth:`SymbolicKAN.walk`) with
+either tensors or sympy expressions as node values, so the formula always equals
+the symbolic model's forward (DESIGN.md §3, "one composition path").
+
+Source: Liu et al. 2024, "KAN: Kolmogorov–Arnold Networks", arXiv:2404.19756, §2.5.1
+(symbolification of a pruned KAN).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import sympy
+import torch
+
+from kansym.nn.kan import KAN
+from kansym.symbolic.fit import EdgeFit, select_edge_fit
+from kansym.symbolic.library import Primitive, get_library
+from kansym.transform import DataTransform
+
+__all__ = ["SymbolicKAN", "symbolify", "input_symbols"]
+
+log = logging.getLogger("kansym")
+
+EdgeId = tuple[int, int, int]  # (layer, i_in, j_out)
+
+
+def input_symbols(names: Sequence[str], *, positive: bool = False) -> list[sympy.Symbol]:
+    """Sympy symbols named exactly like the CSV columns (explicit ``Symbol``, no parsing).
+
+    ``positive=True`` lets sympy merge ``exp(p log a)`` into ``a**p`` in log space.
+    """
+    return [sympy.Symbol(n, positive=True) if positive else sympy.Symbol(n, real=True) for n in names]
+
+
+@dataclass(frozen=True)
+class SymbolicKAN:
+    """A KAN whose edges are symbolic primitives.
+
+    Attributes
+    ----------
+    width : tuple of int
+        Nodes per layer (inputs first).
+    edges : Mapping[(layer, i_in, j_out), EdgeFit]
+        The live edges and their fits; a missing edge contributes 0.
+    transform : DataTransform
+        CSV units <-> model units.
+    input_names, output_names : tuple of str
+        CSV column names.
+    """
+
+    width: tuple[int, ...]
+    edges: Mapping[EdgeId, EdgeFit]
+    transform: DataTransform
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+
+    def walk(self, inputs: list, edge_fn: Callable[[EdgeFit, object], object], zero: object) -> list:
+        """Propagate node values through the layers (the single composition path).
+
+        Parameters
+        ----------
+        inputs : list, length width[0]
+            Model-unit values of the input nodes (tensors or sympy expressions).
+        edge_fn : callable (EdgeFit, value) -> value
+            Evaluates one edge on a node value.
+        zero : object
+            The additive zero of the value type.
+
+        Returns
+        -------
+        list, length width[-1]
+            Model-unit values of the output nodes.
+        """
+        nodes = list(inputs)
+        for layer in range(len(self.width) - 1):
+            out = []
+            for j in range(self.width[layer + 1]):
+                acc = zero
+                for i in range(self.width[layer]):
+                    fit = self.edges.get((layer, i, j))
+                    if fit is not None:
+                        acc = acc + edge_fn(fit, nodes[i])
+                out.append(acc)
+            nodes = out
+        return nodes
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Predictions in CSV units.
+
+        Parameters
+        ----------
+        x : Tensor (N, d_in)
+            CSV inputs (float64 recommended).
+
+        Returns
+        -------
+        Tensor (N, d_out)
+        """
+        u = self.transform.inputs_torch(x)
+        zero = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
+        outs = self.walk([u[:, i] for i in range(u.shape[1])], lambda f, v: f.torch(v), zero)
+        o = torch.stack([zero + v for v in outs], dim=1)  # (N, d_out)
+        return self.transform.outputs_torch(o)
+
+    __call__ = forward
+
+    def model_unit_exprs(self, symbols: Sequence[sympy.Symbol]) -> list[sympy.Expr]:
+        """Formulas of the outputs in model units, as functions of model-unit inputs ``symbols``."""
+        return self.walk(list(symbols), lambda f, v: f.sympy(v), sympy.Integer(0))
+
+    def expressions(self, symbols: Sequence[sympy.Symbol] | None = None) -> list[sympy.Expr]:
+        """One sympy formula per output, in CSV units and CSV names.
+
+        Parameters
+        ----------
+        symbols : sequence of sympy.Symbol, optional
+            Defaults to :func:`input_symbols` of the input names.
+        """
+        if symbols is None:
+            symbols = input_symbols(self.input_names, positive=self.transform.log_space)
+        outs = self.walk(self.transform.input_exprs(list(symbols)), lambda f, v: f.sympy(v), sympy.Integer(0))
+        return [self.transform.output_expr(o, k) for k, o in enumerate(outs)]
+
+    def to_dict(self) -> dict:
+        """Plain dict (edge fits stored by primitive name)."""
+        return {
+            "width": list(self.width),
+            "edges": [{"id": list(k), **v.to_dict()} for k, v in sorted(self.edges.items())],
+            "transform": self.transform.to_dict(),
+            "input_names": list(self.input_names),
+            "output_names": list(self.output_names),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SymbolicKAN":
+        edges = {}
+        for e in data["edges"]:
+            e = dict(e)
+            key = tuple(int(v) for v in e.pop("id"))
+            edges[key] = EdgeFit.from_dict(e)
+        return cls(
+            width=tuple(data["width"]),
+            edges=edges,
+            transform=DataTransform.from_dict(data["transform"]),
+            input_names=tuple(data["input_names"]),
+            output_names=tuple(data["output_names"]),
+        )
+
+
+def symbolify(
+    model: KAN,
+    x: torch.Tensor,
+    transform: DataTransform,
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    *,
+    library: Sequence[Primitive] | Sequence[str] | None = None,
+    r2_threshold: float = 0.999,
+    constant_tol: float = 1e-3,
+) -> tuple[SymbolicKAN, dict[EdgeId, list[EdgeFit]]]:
+    """Fit a primitive to every live edge of ``model`` on the activations of ``x``.
+
+    Parameters
+    ----------
+    model : KAN
+        Usually the pruned model.
+    x : Tensor (N, d_in)
+        Model-unit inputs (``transform.inputs`` of CSV data).
+    transform : DataTransform
+    input_names, output_names : sequence of str
+    library : primitives or their names, optional
+        Defaults to the whole library of :mod:`kansym.symbolic.library`.
+    r2_threshold : float
+        An edge takes the simplest primitive whose R² reaches this value.
+    constant_tol : float
+        An edge whose output spread (std) is below ``constant_tol`` times the spread of
+        the node it feeds is fitted as a constant.
+
+    Returns
+    -------
+    (SymbolicKAN, dict)
+        The symbolic network and, per edge, all candidate fits sorted by complexity.
+    """
+    if library is None or all(isinstance(p, str) for p in library):
+        library = get_library(library)
+    constant_lib = get_library(["0"])
+    with torch.no_grad():
+        trace = model.trace(x.to(model.layers[0].coef.dtype))
+    edges: dict[EdgeId, EdgeFit] = {}
+    candidates: dict[EdgeId, list[EdgeFit]] = {}
+    for layer, lt in enumerate(trace.layers):
+        mask = model.layers[layer].mask
+        node_std = lt.outputs.std(dim=0).double().cpu().numpy()  # (out,)
+        inputs = lt.inputs.double().cpu().numpy()  # (N, in)
+        values = lt.edges.double().cpu().numpy()  # (N, out, in)
+        for j in range(values.shape[1]):
+            for i in range(values.shape[2]):
+                if mask[j, i] == 0:
+                    continue
+                xv, yv = inputs[:, i], values[:, j, i]
+                small = yv.std() <= constant_tol * max(float(node_std[j]), 1e-12)
+                lib = constant_lib if small else library
+                fit, cands = select_edge_fit(xv, yv, lib, r2_threshold=r2_threshold)
+                edges[(layer, i, j)] = fit
+                candidates[(layer, i, j)] = cands
+                log.debug("edge %s: %s (r2=%.6f)", (layer, i, j), fit.primitive, fit.r2)
+    sym = SymbolicKAN(
+        width=tuple(model.width),
+        edges=edges,
+        transform=transform,
+        input_names=tuple(input_names),
+        output_names=tuple(output_names),
+    )
+    return sym, candidates
+
+
+def lambdify_formula(expr: sympy.Expr, symbols: Sequence[sympy.Symbol]) -> Callable[[np.ndarray], np.ndarray]:
+    """A numpy function ``X (N, d) -> (N,)`` of a formula (columns ordered like ``symbols``)."""
+    f = sympy.lambdify(list(symbols), expr, modules="numpy")
+
+    def call(x: np.ndarray) -> np.ndarray:
+        out = f(*[x[:, i] for i in range(x.shape[1])])
+        return np.broadcast_to(np.asarray(out, dtype=float), (x.shape[0],)).copy()
+
+    return call
