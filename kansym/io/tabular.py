@@ -109,6 +109,7 @@ def read_table(
     inputs: Sequence[str] | None = None,
     *,
     dropna: bool = False,
+    drop_constant: bool = True,
 ) -> Table:
     """Read a CSV (comma, semicolon or tab separated, UTF-8) into a :class:`Table`.
 
@@ -124,6 +125,9 @@ def read_table(
     dropna : bool
         Drop rows with missing or non-finite values in the used columns (with a
         notice) instead of raising.
+    drop_constant : bool
+        Drop constant input columns (with a notice). Pass False when reading
+        data for an existing model, whose input columns must all be kept.
 
     Returns
     -------
@@ -156,18 +160,27 @@ def read_table(
         raise DataError(f"data file '{path}' is empty; it needs a header and at least 2 rows.")
 
     sep = _sniff_delimiter(text)
-    header = next(csv.reader(io.StringIO(text), delimiter=sep), [])
-    header = [h.strip() for h in header]
+    rows = csv.reader(io.StringIO(text), delimiter=sep)
+    header = [h.strip() for h in next(rows, [])]
     _check_duplicates(header, str(path))
+    for line_no, row in enumerate(rows, start=2):
+        if len(row) > len(header):
+            # pandas would silently turn the extra leading field into an index
+            raise DataError(
+                f"line {line_no} of '{path}' has {len(row)} fields but the header has "
+                f"{len(header)}; fix that row or the header."
+            )
     try:
-        df = pd.read_csv(io.StringIO(text), sep=sep, skipinitialspace=True)
+        df = pd.read_csv(io.StringIO(text), sep=sep, skipinitialspace=True, index_col=False)
     except (pd.errors.ParserError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"cannot parse '{path}' as CSV ({first}); check the delimiter and quoting.") from exc
     df.columns = [str(c).strip() for c in df.columns]
     if len(df) == 0:
         raise DataError(f"data file '{path}' has a header but no data rows; add at least 2 rows.")
-    return read_table_from_frame(df, target, inputs, dropna=dropna, source=str(path))
+    return read_table_from_frame(
+        df, target, inputs, dropna=dropna, drop_constant=drop_constant, source=str(path)
+    )
 
 
 def _sniff_delimiter(text: str) -> str:
@@ -207,6 +220,7 @@ def read_table_from_frame(
     inputs: Sequence[str] | None = None,
     *,
     dropna: bool = False,
+    drop_constant: bool = True,
     source: str = "the table",
 ) -> Table:
     """Check a DataFrame and turn it into a :class:`Table` (the rules of :func:`read_table`).
@@ -215,7 +229,7 @@ def read_table_from_frame(
     ----------
     df : pandas.DataFrame
         One column per variable, one row per sample; not modified.
-    target, inputs, dropna
+    target, inputs, dropna, drop_constant
         As in :func:`read_table`.
     source : str
         How to name the data in messages (the file path for :func:`read_table`).
@@ -290,7 +304,7 @@ def read_table_from_frame(
         )
 
     const = [i for i in range(x.shape[1]) if np.all(x[:, i] == x[0, i])]
-    if const:
+    if const and drop_constant:
         for i in const:
             notices.append(f"dropped constant input column '{names[i]}' (always {x[0, i]:g})")
         keep = [i for i in range(x.shape[1]) if i not in const]

@@ -287,3 +287,22 @@ def test_fit_scalers(tmp_path):
 def test_scaler_inverse_round_trip(a):
     for s in (Scaler.minmax(a), Scaler.standard(a)):
         np.testing.assert_allclose(s.inverse(s.transform(a)), a, rtol=1e-9, atol=1e-6)
+
+
+def test_constant_input_kept_when_asked(tmp_path):
+    p = write(tmp_path, "a,c,y\n1,7,3\n2,7,4\n3,7,5\n")
+    t = read_table(p, "y", inputs=["a", "c"], drop_constant=False)
+    assert t.input_names == ("a", "c")
+    assert t.notices == ()
+
+
+def test_row_with_extra_fields(tmp_path):
+    p = write(tmp_path, "a,y\n1,2\n4,5,6\n7,8\n")
+    with pytest.raises(DataError, match="line 3 .* 3 fields but the header has 2"):
+        read_table(p, "y")
+
+
+def test_short_row_is_a_missing_value(tmp_path):
+    p = write(tmp_path, "a,b,y\n1,2,3\n4,5\n7,8,1\n2,1,0\n")
+    with pytest.raises(DataError, match="1 of 4 rows"):
+        read_table(p, "y")
