@@ -41,7 +41,7 @@ CHECKPOINT_VERSION = 1
 
 # How to tell a person which commands accept a checkpoint of each kind.
 _KIND_HINTS = {
-    "kan": "use it with the KAN commands (`kansym fit`, `kansym prune`, `kansym symbolify`)",
+    "kan": "use it with `kansym prune`, `kansym symbolify` or `kansym graph`",
     "kan-gpt": "use `kansym gpt ...` with it",
 }
 
