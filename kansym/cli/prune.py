@@ -38,7 +38,7 @@ def prune_command(checkpoint, theta, output, data, force, seed, device, quiet):
     if data:
         from kansym.io.tabular import read_table
 
-        table = read_table(Path(data), list(bundle.output_names), list(bundle.input_names))
+        table = read_table(Path(data), list(bundle.output_names), list(bundle.input_names), drop_constant=False)
         bundle = ModelBundle.create(bundle.model, bundle.transform, bundle.input_names, bundle.output_names, table.x, table.y, meta=bundle.meta, seed=seed)
     pruned, result = prune_bundle(bundle, theta)
     pruned.save(out, protect=[src])

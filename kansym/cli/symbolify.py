@@ -43,7 +43,7 @@ def symbolify_command(checkpoint, latex_out, json_out, data, lib, r2_threshold, 
     if data:
         from kansym.io.tabular import read_table
 
-        table = read_table(Path(data), list(bundle.output_names), list(bundle.input_names))
+        table = read_table(Path(data), list(bundle.output_names), list(bundle.input_names), drop_constant=False)
         x, y = table.x, table.y
     sym, formulas = symbolify_bundle(bundle, config, x, y)
     print_formulas(formulas)
