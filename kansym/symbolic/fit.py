@@ -474,7 +474,7 @@ def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = 
     """Fit the primitives of ``library`` and choose the simplest good one.
 
     Selection rule: among fits with ``r2 >= r2_threshold`` take the one of least
-    complexity (ties: higher ``r2``). If none clears the threshold, take the
+    complexity (ties: higher ``r2``, then library order). If none clears the threshold, take the
     minimiser of ``(1 - r2) + complexity_weight * complexity`` (ties: simpler);
     this fallback is logged at INFO level on the ``"kansym"`` logger.
 
@@ -531,7 +531,7 @@ def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = 
         fits.append(fit)
         if cleared_at is None and fit.r2 >= r2_threshold:
             cleared_at = prim.complexity
-    fits.sort(key=lambda f: (f.complexity, -f.r2))
+    fits.sort(key=lambda f: (f.complexity, -round(f.r2, 10)))  # stable: R² ties keep library order
     good = [f for f in fits if f.r2 >= r2_threshold]
     if good:
         chosen = good[0]

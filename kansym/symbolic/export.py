@@ -1,0 +1,269 @@
+"""Export a formula as LaTeX, Python (numpy) source, a torch module or JSON.
+
+One function per target, as PySR's exporters do (Cranmer 2023, arXiv:2305.01582):
+LaTeX precision comes from a :class:`sympy.printing.latex.LatexPrinter`
+subclass that overrides only ``_print_Float``; the torch module walks the
+sympy tree with torch operations (no ``exec``), its float constants being
+trainable parameters. Column names from the CSV become readable LaTeX
+(``semi_major_axis_km`` -> ``\\mathrm{semi\\_major\\_axis\\_km}``) while the
+sympy string keeps them verbatim, so it parses back with ``sympy.sympify``.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from typing import Any, Mapping, Sequence
+
+import sympy
+import torch
+from sympy.printing.latex import LatexPrinter
+from sympy.printing.numpy import NumPyPrinter
+
+from kansym.errors import ConfigError
+
+__all__ = ["to_latex", "to_python", "to_torch", "to_json", "from_json", "SympyModule"]
+
+_GREEK = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
+          "lambda", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau", "upsilon", "phi",
+          "chi", "psi", "omega"}
+
+
+class _PrecisionLatexPrinter(LatexPrinter):
+    """LaTeX printer writing floats with ``precision`` significant digits."""
+
+    def __init__(self, settings: dict[str, Any] | None = None, precision: int = 4) -> None:
+        super().__init__(settings)
+        self._precision = precision
+
+    def _print_Float(self, expr: sympy.Float) -> str:
+        text = f"{float(expr):.{self._precision}g}"
+        if "e" in text:
+            mant, exp = text.split("e")
+            return rf"{mant} \cdot 10^{{{int(exp)}}}"
+        return text
+
+
+def _latex_name(name: str) -> str:
+    """Readable LaTeX for a column name: ``x1`` -> ``x_{1}``, ``alpha`` -> ``\\alpha``,
+    anything longer -> ``\\mathrm{...}`` with underscores escaped."""
+    if re.fullmatch(r"[A-Za-z]\d*", name):
+        return name[0] + (f"_{{{name[1:]}}}" if len(name) > 1 else "")
+    if name.lower() in _GREEK:
+        return "\\" + name
+    escaped = re.sub(r"([_#%&$])", r"\\\1", name).replace("{", r"\{").replace("}", r"\}")
+    return rf"\mathrm{{{escaped}}}"
+
+
+def to_latex(expr: sympy.Expr, *, symbol_names: Mapping[Any, str] | None = None,
+             precision: int = 4) -> str:
+    """LaTeX of ``expr`` with floats at ``precision`` significant digits.
+
+    Parameters
+    ----------
+    expr : sympy.Expr
+    symbol_names : mapping of sympy.Symbol or str to str, optional
+        LaTeX for some symbols (keys by symbol or name); the others get
+        :func:`_latex_name` (``\\mathrm{}`` for multi-letter names).
+    precision : int
+        Significant digits of floats (>= 1).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ConfigError
+        If ``precision < 1``.
+    """
+    if precision < 1:
+        raise ConfigError(f"precision must be at least 1, got {precision}.")
+    expr = sympy.sympify(expr)
+    given = {(k.name if isinstance(k, sympy.Symbol) else str(k)): v for k, v in (symbol_names or {}).items()}
+    names = {s: given.get(s.name, _latex_name(s.name)) for s in expr.free_symbols}
+    return _PrecisionLatexPrinter({"symbol_names": names}, precision=precision).doprint(expr)
+
+
+def _identifiers(symbols: Sequence[sympy.Symbol]) -> list[str]:
+    out = []
+    for i, s in enumerate(symbols):
+        name = s.name
+        ok = name.isidentifier() and not keyword.iskeyword(name) and name not in ("numpy", "X")
+        out.append(name if ok and name not in out else f"x_{i}")
+    return out
+
+
+def _as_symbols(symbols: Sequence[Any]) -> list[sympy.Symbol]:
+    return [s if isinstance(s, sympy.Symbol) else sympy.Symbol(str(s)) for s in symbols]
+
+
+def to_python(expr: sympy.Expr, symbols: Sequence[Any], func_name: str = "f") -> str:
+    """Source of a numpy function ``func_name(X)`` mapping (N, d) to (N,).
+
+    Parameters
+    ----------
+    expr : sympy.Expr
+    symbols : sequence of sympy.Symbol or str
+        Variables in the column order of ``X``.
+    func_name : str
+        Name of the generated function.
+
+    Returns
+    -------
+    str
+        Self-contained source (imports numpy); floats printed at full precision.
+
+    Raises
+    ------
+    ConfigError
+        If ``func_name`` is not an identifier or ``expr`` has free symbols not in ``symbols``.
+    """
+    if not func_name.isidentifier() or keyword.iskeyword(func_name):
+        raise ConfigError(f"func_name must be a Python identifier, got {func_name!r}.")
+    syms = _as_symbols(symbols)
+    expr = sympy.sympify(expr)
+    extra = expr.free_symbols - set(syms)
+    if extra:
+        raise ConfigError(f"the formula uses {sorted(s.name for s in extra)} which are not in symbols; add them.")
+    idents = _identifiers(syms)
+    safe = expr.xreplace({s: sympy.Symbol(n) for s, n in zip(syms, idents)})
+    body = NumPyPrinter({"fully_qualified_modules": True}).doprint(safe)
+    lines = ["import numpy", "", "", f"def {func_name}(X):",
+             f'    """Formula {sympy.sstr(expr)!r}; X has shape (N, {len(syms)}), returns (N,)."""',
+             "    X = numpy.asarray(X, dtype=numpy.float64)"]
+    lines += [f"    {n} = X[:, {i}]" for i, n in enumerate(idents)]
+    lines += [f"    return numpy.zeros(X.shape[0]) + ({body})", ""]
+    return "\n".join(lines)
+
+
+_UNARY = {sympy.sin: torch.sin, sympy.cos: torch.cos, sympy.tan: torch.tan, sympy.exp: torch.exp,
+          sympy.log: torch.log, sympy.tanh: torch.tanh, sympy.sinh: torch.sinh, sympy.cosh: torch.cosh,
+          sympy.asin: torch.asin, sympy.acos: torch.acos, sympy.atan: torch.atan,
+          sympy.Abs: torch.abs, sympy.sign: torch.sign}
+
+
+class SympyModule(torch.nn.Module):
+    """A sympy formula as a torch module; float constants are trainable parameters.
+
+    ``forward`` maps ``X`` (N, d), columns ordered like ``symbols``, to (N,),
+    in the dtype of ``X``. Built by :func:`to_torch`.
+    """
+
+    def __init__(self, expr: sympy.Expr, symbols: Sequence[sympy.Symbol]) -> None:
+        super().__init__()
+        self.formula = sympy.sstr(expr)
+        self._index = {s: i for i, s in enumerate(symbols)}
+        floats = sorted(expr.atoms(sympy.Float), key=lambda f: (float(f), str(f)))
+        self._param_of = {f: i for i, f in enumerate(floats)}
+        self.constants = torch.nn.Parameter(torch.tensor([float(f) for f in floats], dtype=torch.float64))
+        self._tree = self._compile(expr)
+
+    def _compile(self, e: sympy.Expr) -> tuple[Any, ...]:
+        """Turn the sympy tree into nested tuples of (kind, payload, children)."""
+        if e in self._index:
+            return ("var", self._index[e])
+        if isinstance(e, sympy.Float):
+            return ("param", self._param_of[e])
+        if not e.free_symbols and not e.atoms(sympy.Float):  # 3, 1/2, pi, sqrt(2), ...
+            return ("const", float(e))
+        kids = tuple(self._compile(a) for a in e.args)
+        if isinstance(e, sympy.Add):
+            return ("add", kids)
+        if isinstance(e, sympy.Mul):
+            return ("mul", kids)
+        if isinstance(e, sympy.Pow):
+            return ("pow", kids)
+        if e.func in _UNARY and len(kids) == 1:
+            return ("fn", _UNARY[e.func], kids)
+        raise ConfigError(f"cannot export {e.func.__name__} to torch; rewrite the formula with "
+                          f"+, *, ** and {sorted(f.__name__ for f in _UNARY)}.")
+
+    def _eval(self, node: tuple[Any, ...], X: torch.Tensor) -> torch.Tensor | float:
+        kind = node[0]
+        if kind == "var":
+            return X[:, node[1]]
+        if kind == "param":
+            return self.constants[node[1]].to(X.dtype)
+        if kind == "const":
+            return node[1]
+        if kind == "fn":
+            arg = self._eval(node[2][0], X)
+            return node[1](arg if torch.is_tensor(arg) else torch.tensor(arg, dtype=X.dtype))
+        vals = [self._eval(k, X) for k in node[1]]
+        if kind == "pow":
+            base, exp = vals
+            if not torch.is_tensor(base):
+                base = torch.tensor(base, dtype=X.dtype)
+            return torch.pow(base, exp)
+        out = vals[0]
+        for v in vals[1:]:
+            out = out + v if kind == "add" else out * v
+        return out
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        if X.dim() != 2 or X.shape[1] != len(self._index):
+            raise ConfigError(f"expected input of shape (N, {len(self._index)}), got {tuple(X.shape)}.")
+        out = self._eval(self._tree, X)
+        return torch.zeros(X.shape[0], dtype=X.dtype, device=X.device) + out
+
+    def extra_repr(self) -> str:
+        return self.formula
+
+
+def to_torch(expr: sympy.Expr, symbols: Sequence[Any]) -> SympyModule:
+    """A :class:`SympyModule` computing ``expr``; forward maps (N, d) to (N,).
+
+    Raises
+    ------
+    ConfigError
+        If ``expr`` uses a function without a torch counterpart or symbols not in ``symbols``.
+    """
+    syms = _as_symbols(symbols)
+    expr = sympy.sympify(expr)
+    extra = expr.free_symbols - set(syms)
+    if extra:
+        raise ConfigError(f"the formula uses {sorted(s.name for s in extra)} which are not in symbols; add them.")
+    return SympyModule(expr, syms)
+
+
+def to_json(expr: sympy.Expr, symbols: Sequence[Any], *, symbol_names: Mapping[Any, str] | None = None,
+            precision: int = 4, units: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A JSON-ready dict describing the formula.
+
+    Returns
+    -------
+    dict
+        ``sympy``: ``str(expr)`` (parse with :func:`from_json`, or
+        ``sympy.sympify(s, locals={name: Symbol(name) ...})``); ``latex``;
+        ``variables``: the symbol names in column order; ``python``: the
+        :func:`to_python` source; ``units`` if given (column name -> unit).
+    """
+    syms = _as_symbols(symbols)
+    out: dict[str, Any] = {
+        "sympy": str(sympy.sympify(expr)),
+        "latex": to_latex(expr, symbol_names=symbol_names, precision=precision),
+        "variables": [s.name for s in syms],
+        "python": to_python(expr, syms),
+    }
+    if units:
+        out["units"] = dict(units)
+    return out
+
+
+def from_json(data: Mapping[str, Any]) -> tuple[sympy.Expr, list[sympy.Symbol]]:
+    """Parse :func:`to_json` output back to ``(expr, symbols)``.
+
+    Raises
+    ------
+    ConfigError
+        If ``sympy`` or ``variables`` is missing or the string does not parse.
+    """
+    if "sympy" not in data or "variables" not in data:
+        raise ConfigError("formula JSON needs 'sympy' and 'variables'; pass the output of to_json().")
+    syms = [sympy.Symbol(n) for n in data["variables"]]
+    try:
+        expr = sympy.sympify(data["sympy"], locals={s.name: s for s in syms})
+    except (sympy.SympifyError, SyntaxError, TypeError) as exc:
+        raise ConfigError(f"cannot parse formula {data['sympy']!r}: {exc}; check the JSON file.") from exc
+    return expr, syms

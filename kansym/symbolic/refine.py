@@ -1,0 +1,310 @@
+"""Polish a composed formula on data: refit its constants, snap them, simplify.
+
+DESIGN.md §3 "Refinement": every float constant of the formula is refitted by
+nonlinear least squares on the data (:func:`scipy.optimize.least_squares`),
+then each is snapped to a nearby simple value (integer, ``p/q`` with small
+``q``, multiple of ``pi``, of ``sqrt(2)`` or ``sqrt(3)``) when the data error
+does not grow, the remaining constants being refitted after every accepted
+snap; the result is simplified in bounded time and its remaining constants get
+a final refit. This is the constant-optimisation step common to symbolic
+regression systems (e.g. Cranmer 2023, "PySR", arXiv:2305.01582, §3).
+
+Internally the float constants become parameters of one lambdified numpy
+function, so trying a snap costs one evaluation, not a new ``lambdify``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Callable, Literal, Sequence
+
+import numpy as np
+import sympy
+from scipy.optimize import least_squares
+
+from kansym.errors import ConfigError, DataError
+from kansym.symbolic.verify import _timed
+
+__all__ = ["refit_constants", "snap_constant", "snap_constants", "reduce_phases",
+           "simplify_formula", "refine"]
+
+logger = logging.getLogger("kansym")
+
+LossSpace = Literal["linear", "log"]
+
+
+class _Problem:
+    """A formula with its float constants lifted to parameters, and its data."""
+
+    def __init__(self, expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any,
+                 loss_space: LossSpace) -> None:
+        self.symbols = _as_symbols(symbols)
+        self.X, self.y = _check_data(self.symbols, X, y)
+        if loss_space not in ("linear", "log"):
+            raise ConfigError(f"loss_space must be 'linear' or 'log', got {loss_space!r}.")
+        if loss_space == "log" and np.any(self.y <= 0):
+            raise DataError("loss_space='log' needs y > 0 everywhere; use loss_space='linear'.")
+        self.log = loss_space == "log"
+        expr = sympy.sympify(expr)
+        floats = sorted(expr.atoms(sympy.Float), key=lambda f: (float(f), str(f)))
+        self.params = [sympy.Dummy(f"c{i}") for i in range(len(floats))]
+        self.expr = expr.xreplace(dict(zip(floats, self.params)))
+        self.values = np.array([float(f) for f in floats])
+        self._f = sympy.lambdify([*self.symbols, *self.params], self.expr, modules="numpy")
+        target = np.log(self.y) if self.log else self.y
+        self._scale = max(float(np.std(target)), 1e-12 * max(1.0, float(np.max(np.abs(target)))))
+
+    def residual(self, values: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            pred = np.broadcast_to(np.asarray(self._f(*self.X.T, *values), dtype=np.float64),
+                                   self.y.shape)
+            r = (np.log(pred) - np.log(self.y)) if self.log else (pred - self.y)
+        return np.where(np.isfinite(r), r, 1e10 * self._scale)
+
+    def error(self, values: np.ndarray) -> float:
+        """Normalised RMSE: RMS residual over the std of the (log-)target."""
+        r = self.residual(values)
+        return float(np.sqrt(np.mean(r * r))) / self._scale
+
+    def refit(self, values: np.ndarray, free: np.ndarray) -> np.ndarray:
+        """Least-squares refit of the parameters where ``free`` is True; never worse."""
+        if not free.any():
+            return values
+
+        def resid(theta: np.ndarray) -> np.ndarray:
+            v = values.copy()
+            v[free] = theta
+            return self.residual(v)
+
+        method = "lm" if self.y.size >= free.sum() else "trf"
+        try:
+            sol = least_squares(resid, values[free], method=method, x_scale="jac", max_nfev=200 * (free.sum() + 1))
+        except (ValueError, FloatingPointError) as exc:  # e.g. a Jacobian full of NaN
+            logger.debug("constant refit failed: %s", exc)
+            return values
+        out = values.copy()
+        out[free] = sol.x
+        return out if self.error(out) <= self.error(values) else values
+
+    def build(self, values: np.ndarray, fixed: dict[int, sympy.Expr] | None = None) -> sympy.Expr:
+        fixed = fixed or {}
+        sub = {p: fixed.get(i, sympy.Float(v)) for i, (p, v) in enumerate(zip(self.params, values))}
+        return self.expr.xreplace(sub)
+
+
+def _as_symbols(symbols: Sequence[Any]) -> list[sympy.Symbol]:
+    out = [s if isinstance(s, sympy.Symbol) else sympy.Symbol(str(s)) for s in symbols]
+    if len(set(out)) != len(out):
+        raise ConfigError("symbols must be distinct; give one symbol per column of X.")
+    return out
+
+
+def _check_data(symbols: list[sympy.Symbol], X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if X.ndim == 1 and len(symbols) == 1:
+        X = X[:, None]
+    if X.ndim != 2 or X.shape[1] != len(symbols):
+        raise DataError(f"X must have shape (N, {len(symbols)}) to match the symbols, got {X.shape}.")
+    if y.shape != (X.shape[0],):
+        raise DataError(f"y must have shape ({X.shape[0]},), got {y.shape}.")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+        raise DataError("X and y contain NaN or inf; drop those rows first.")
+    return X, y
+
+
+def refit_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
+                    loss_space: LossSpace = "linear") -> sympy.Expr:
+    """Refit every float constant (``sympy.Float`` atom) of ``expr`` on data.
+
+    Parameters
+    ----------
+    expr : sympy.Expr
+        Formula in ``symbols``; integers, rationals and ``pi`` stay fixed.
+    symbols : sequence of sympy.Symbol or str
+        Variables, in the column order of ``X``.
+    X : array_like, shape (N, d)
+    y : array_like, shape (N,)
+    loss_space : {"linear", "log"}
+        Residual ``f - y`` or ``log f - log y`` (the latter needs ``y > 0``;
+        for targets spanning decades, like Kepler periods).
+
+    Returns
+    -------
+    sympy.Expr
+        ``expr`` with refitted Floats (unchanged if the fit did not improve it).
+
+    Raises
+    ------
+    DataError
+        If shapes disagree, data are not finite, or ``y <= 0`` in log space.
+    ConfigError
+        If ``loss_space`` is unknown or symbols repeat.
+    """
+    prob = _Problem(expr, symbols, X, y, loss_space)
+    if not prob.params:
+        return sympy.sympify(expr)
+    return prob.build(prob.refit(prob.values, np.ones(len(prob.params), bool)))
+
+
+def snap_constant(v: float, *, rel_tol: float = 1e-2, max_denominator: int = 12,
+                  zero_tol: float = 1e-8) -> list[sympy.Expr]:
+    """Simple exact numbers near ``v``, simplest first.
+
+    Candidates: integers, ``p/q`` with ``q <= max_denominator``, ``p*pi/q``,
+    ``p*sqrt(2)/q`` and ``p*sqrt(3)/q`` (``q <= 4``), each within
+    ``rel_tol * |v|`` of ``v``; ``0`` if ``|v| <= zero_tol``. Sorted by
+    simplicity (integers, then multiples of pi, rationals, surds; smaller
+    denominators first), ties by distance.
+
+    Returns
+    -------
+    list of sympy.Expr
+        Possibly empty.
+    """
+    v = float(v)
+    if not math.isfinite(v):
+        return []
+    out: dict[sympy.Expr, tuple[float, float]] = {}  # candidate -> (simplicity, distance)
+    if abs(v) <= zero_tol:
+        out[sympy.Integer(0)] = (0.0, abs(v))
+    tol = rel_tol * abs(v)
+    # (factor, its value, largest denominator, base simplicity; rationals get 2.0)
+    bases = [(sympy.Integer(1), 1.0, max_denominator, 1.0), (sympy.pi, math.pi, max_denominator, 1.5),
+             (sympy.sqrt(2), math.sqrt(2), 4, 3.5), (sympy.sqrt(3), math.sqrt(3), 4, 3.5)]
+    for sym, val, qmax, base in bases:
+        for q in range(1, qmax + 1):
+            p = round(v * q / val)
+            if p == 0 or math.gcd(p, q) != 1 or abs(p * val / q - v) > tol:
+                continue
+            score = (2.0 if base == 1.0 and q > 1 else base) + 0.1 * (q - 1) + 0.02 * math.log10(1 + abs(p))
+            out.setdefault(sympy.Rational(p, q) * sym, (score, abs(p * val / q - v)))
+    return sorted(out, key=lambda c: out[c])
+
+
+def reduce_phases(expr: sympy.Expr) -> sympy.Expr:
+    """Reduce float phases of ``sin``/``cos`` into ``(-pi/2, pi/2]``.
+
+    Uses ``f(u + 2 pi) = f(u)`` and ``f(u + pi) = -f(u)`` for ``f`` in sin, cos,
+    so a phase can be snapped to 0 or ``+-pi/2`` (turning sin into cos).
+    """
+    def reduce(e: sympy.Expr) -> sympy.Expr:
+        const, rest = e.args[0].as_coeff_Add()
+        if not isinstance(const, sympy.Float) or rest == 0:
+            return e
+        b = (float(const) + math.pi) % (2 * math.pi) - math.pi
+        sign = 1
+        if b > math.pi / 2:
+            b, sign = b - math.pi, -1
+        elif b <= -math.pi / 2:
+            b, sign = b + math.pi, -1
+        return sign * e.func(rest + sympy.Float(b))
+
+    return sympy.sympify(expr).replace(lambda e: isinstance(e, (sympy.sin, sympy.cos)), reduce)
+
+
+def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
+                   tol: float = 1e-2, abs_tol: float = 1e-6, rel_tol: float = 1e-2,
+                   loss_space: LossSpace = "linear") -> sympy.Expr:
+    """Greedily replace float constants by simple exact values the data allow.
+
+    Phases of sin/cos are first reduced (:func:`reduce_phases`). Constants are
+    visited most-snappable first (smallest relative distance to a candidate of
+    :func:`snap_constant`). For each, the candidates (simplest first, then 0)
+    are tried: a snap is kept if the normalised RMSE (RMSE over std of y)
+    stays within ``e0 * (1 + tol) + abs_tol``, ``e0`` being the error before
+    any snap, either at once or after refitting the remaining floats.
+
+    Parameters
+    ----------
+    expr, symbols, X, y, loss_space
+        As :func:`refit_constants`.
+    tol, abs_tol : float
+        Relative and absolute growth of the normalised RMSE a snap may cause.
+    rel_tol : float
+        Search radius of :func:`snap_constant`.
+
+    Returns
+    -------
+    sympy.Expr
+    """
+    prob = _Problem(reduce_phases(expr), symbols, X, y, loss_space)
+    values = prob.values.copy()
+    free = np.ones(len(values), bool)
+    fixed: dict[int, sympy.Expr] = {}
+    limit = prob.error(values) * (1 + tol) + abs_tol
+    cands = {i: snap_constant(v, rel_tol=rel_tol) for i, v in enumerate(values)}
+
+    def closeness(i: int) -> float:
+        c = cands[i]
+        return abs(float(c[0]) - values[i]) / max(abs(values[i]), 1e-300) if c else math.inf
+
+    for i in sorted(range(len(values)), key=closeness):
+        trials = cands[i] + ([sympy.Integer(0)] if sympy.Integer(0) not in cands[i] else [])
+        for cand in trials:
+            trial = values.copy()
+            trial[i] = float(cand)
+            rest = free.copy()
+            rest[i] = False
+            if prob.error(trial) > limit and cand in cands[i]:
+                trial = prob.refit(trial, rest)
+            if prob.error(trial) <= limit:
+                values, free, fixed[i] = prob.refit(trial, rest), rest, cand
+                break
+    return prob.build(values, fixed)
+
+
+def simplify_formula(expr: sympy.Expr, *, max_ops: int = 60, timeout: float = 2.0) -> sympy.Expr:
+    """Simplify in bounded time; never returns a longer expression.
+
+    Tries ``powsimp``, ``factor_terms`` and ``together``; if the expression
+    has at most ``max_ops`` operations also ``sympy.simplify``, cut off after
+    ``timeout`` seconds (SIGALRM, main thread only; elsewhere ``simplify`` runs
+    only for expressions of at most ``max_ops // 2`` operations). The candidate
+    with the fewest operations wins.
+    """
+    expr = sympy.sympify(expr)
+    options: list[Callable[[sympy.Expr], sympy.Expr]] = [sympy.powsimp, sympy.factor_terms, sympy.together]
+    cands = [expr]
+    for fn in options:
+        out = _timed(lambda fn=fn: fn(expr), timeout, run_untimed=True)
+        if out is not None:
+            cands.append(out)
+    n_ops = sympy.count_ops(expr)
+    if n_ops <= max_ops:
+        out = _timed(lambda: sympy.simplify(expr), timeout, run_untimed=n_ops <= max_ops // 2)
+        if out is not None:
+            cands.append(out)
+    return min(cands, key=sympy.count_ops)
+
+
+def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
+           loss_space: LossSpace = "linear", snap: bool = True, tol: float = 1e-2,
+           abs_tol: float = 1e-6, simplify: bool = True) -> sympy.Expr:
+    """Refit -> snap -> simplify -> final refit of the remaining floats.
+
+    Parameters
+    ----------
+    expr, symbols, X, y, loss_space
+        As :func:`refit_constants`.
+    snap : bool
+        Snap constants (:func:`snap_constants` with ``tol``, ``abs_tol``).
+    simplify : bool
+        Run :func:`simplify_formula`.
+
+    Returns
+    -------
+    sympy.Expr
+
+    Raises
+    ------
+    DataError, ConfigError
+        As :func:`refit_constants`.
+    """
+    out = refit_constants(expr, symbols, X, y, loss_space=loss_space)
+    if snap:
+        out = snap_constants(out, symbols, X, y, tol=tol, abs_tol=abs_tol, loss_space=loss_space)
+    if simplify:
+        out = simplify_formula(out)
+    return refit_constants(out, symbols, X, y, loss_space=loss_space)

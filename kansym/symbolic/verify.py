@@ -1,0 +1,262 @@
+"""Check a formula: fidelity on data, and exact symbolic recovery of a known law.
+
+Exact recovery follows SRBench (La Cava et al. 2021, "Contemporary Symbolic
+Regression Methods and their Relative Performance", NeurIPS Datasets and
+Benchmarks, §4 "symbolic solution"): the candidate's floats are rounded to 3
+significant digits (``|c| < 1e-4`` becomes 0); the candidate is a solution if
+``simplify(true - cand)`` is a constant, or ``simplify(cand / true)`` is a
+non-zero constant. ``sympy.simplify`` can run for minutes, so a numeric test on
+random points answers the clear cases first and the symbolic test is cut off
+after ``timeout`` seconds (see :func:`is_exact_recovery`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, TypeVar
+
+import numpy as np
+import sympy
+
+from kansym.errors import DataError
+
+__all__ = ["round_floats", "is_exact_recovery", "r2_score", "Fidelity", "fidelity"]
+
+logger = logging.getLogger("kansym")
+T = TypeVar("T")
+
+SRBENCH_PI = 3.1415926535
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _timed(fn: Callable[[], T], seconds: float, *, run_untimed: bool = False) -> T | None:
+    """Run ``fn()``; ``None`` if it takes longer than ``seconds``.
+
+    The cut-off uses SIGALRM, available only in the main thread of a POSIX
+    process with no other interval timer running; elsewhere ``fn`` runs
+    without a limit if ``run_untimed``, else is skipped (``None``).
+    """
+    usable = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+              and signal.getitimer(signal.ITIMER_REAL)[0] == 0.0)
+    if not usable:
+        return fn() if run_untimed else None
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise _Timeout
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return fn()
+    except _Timeout:
+        return None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def round_floats(expr: sympy.Expr, digits: int = 3, zero_tol: float = 1e-4) -> sympy.Expr:
+    """Round every Float of ``expr`` to ``digits`` significant digits; ``|c| < zero_tol`` -> 0."""
+    expr = sympy.sympify(expr)
+    sub = {}
+    for f in expr.atoms(sympy.Float):
+        v = float(f)
+        sub[f] = sympy.Integer(0) if abs(v) < zero_tol else sympy.Float(float(f"{v:.{digits - 1}e}"))
+    return expr.xreplace(sub)
+
+
+def _numeric_verdict(true: sympy.Expr, cand: sympy.Expr, syms: list[sympy.Symbol], seed: int
+                     ) -> tuple[bool, bool] | None:
+    """``(clearly_constant, clearly_not)`` from 64 random points in [0.5, 2]^d, or None."""
+    rng = np.random.default_rng(seed)
+    pts = rng.uniform(0.5, 2.0, size=(64, len(syms)))
+    with np.errstate(all="ignore"):
+        try:
+            t = np.broadcast_to(np.asarray(sympy.lambdify(syms, true, "numpy")(*pts.T), float), (64,))
+            c = np.broadcast_to(np.asarray(sympy.lambdify(syms, cand, "numpy")(*pts.T), float), (64,))
+        except (TypeError, ValueError, NameError, ZeroDivisionError):
+            return None
+        ok = np.isfinite(t) & np.isfinite(c) & (t != 0)
+        if ok.sum() < 8:
+            return None
+        t, c = t[ok], c[ok]
+        diff, ratio = c - t, c / t
+    scale = float(np.median(np.abs(t))) + 1e-300
+    rscale = float(np.median(np.abs(ratio))) + 1e-300
+    d_spread, r_spread = float(np.ptp(diff)) / scale, float(np.ptp(ratio)) / rscale
+    ratio_ok = float(np.median(np.abs(ratio))) > 1e-12
+    constant = d_spread <= 1e-9 or (r_spread <= 1e-9 and ratio_ok)
+    clearly_not = d_spread > 1e-6 and (r_spread > 1e-6 or not ratio_ok)
+    return constant, clearly_not
+
+
+def is_exact_recovery(true_expr: sympy.Expr | str, candidate_expr: sympy.Expr | str, *,
+                      symbols: Sequence[Any] | None = None, timeout: float = 5.0,
+                      pi_as_float: bool = False, seed: int = 0) -> bool:
+    """SRBench exact symbolic recovery of ``true_expr`` by ``candidate_expr``.
+
+    Parameters
+    ----------
+    true_expr, candidate_expr : sympy.Expr or str
+        Symbols are matched by name (assumptions of ``true_expr`` win).
+    symbols : sequence of sympy.Symbol or str, optional
+        The variables; default: every free symbol of either expression. Other
+        free symbols count as constants.
+    timeout : float
+        Seconds allowed for the symbolic test (SIGALRM, main thread only).
+    pi_as_float : bool
+        Replace ``pi`` in ``true_expr`` by ``3.1415926535`` as SRBench's
+        string-based check did; by default ``pi`` stays exact, so a candidate
+        whose ``pi`` was snapped symbolically is recognised.
+    seed : int
+        Seed of the random points of the numeric pre-check.
+
+    Returns
+    -------
+    bool
+        The candidate, with floats rounded to 3 significant digits and
+        ``|c| < 1e-4`` set to 0, differs from the truth by a constant or is a
+        non-zero constant multiple of it. A constant candidate only recovers a
+        constant truth.
+
+    Notes
+    -----
+    A numeric test on 64 random points in ``[0.5, 2]^d`` returns ``False`` at
+    once when neither ``cand - true`` nor ``cand / true`` is constant there to
+    ``1e-6`` relative. Otherwise the symbolic test decides; if it does not
+    finish within ``timeout`` (or cannot be timed), the numeric verdict
+    (constant to ``1e-9`` relative) is returned.
+    """
+    true = sympy.sympify(true_expr)
+    cand = sympy.sympify(candidate_expr)
+    by_name = {s.name: s for s in true.free_symbols}
+    cand = cand.xreplace({s: by_name.get(s.name, s) for s in cand.free_symbols})
+    if pi_as_float:
+        true = true.subs(sympy.pi, sympy.Float(SRBENCH_PI))
+    cand = round_floats(cand)
+    if symbols is None:
+        syms = sorted(true.free_symbols | cand.free_symbols, key=lambda s: s.name)
+    else:
+        names = [s.name if isinstance(s, sympy.Symbol) else str(s) for s in symbols]
+        syms = [by_name.get(n, sympy.Symbol(n)) for n in names]
+    varset = set(syms)
+    if not (cand.free_symbols & varset):
+        return not (true.free_symbols & varset)
+    verdict = _numeric_verdict(true, cand, syms, seed) if syms else None
+    if verdict is not None and verdict[1]:
+        return False
+
+    def symbolic() -> bool:
+        diff = sympy.simplify(true - cand)
+        if diff.is_finite is not False and not (diff.free_symbols & varset):
+            return True
+        ratio = sympy.simplify(cand / true)
+        return ratio.is_finite is not False and not (ratio.free_symbols & varset) and ratio != 0
+
+    small = sympy.count_ops(true) + sympy.count_ops(cand) <= 40
+    result = _timed(symbolic, timeout, run_untimed=small)
+    if result is None:
+        logger.debug("symbolic recovery check timed out; using the numeric verdict")
+        return bool(verdict is not None and verdict[0])
+    return bool(result)
+
+
+def r2_score(y_true: Any, y_pred: Any) -> float:
+    """Coefficient of determination ``1 - SSE / SST``.
+
+    Parameters
+    ----------
+    y_true, y_pred : array_like, shape (N,)
+
+    Returns
+    -------
+    float
+        If ``y_true`` is constant: 1.0 for a perfect prediction, else 0.0
+        (scikit-learn's convention).
+
+    Raises
+    ------
+    DataError
+        If shapes differ, are empty, or values are not finite.
+    """
+    t = np.asarray(y_true, dtype=np.float64).ravel()
+    p = np.asarray(y_pred, dtype=np.float64).ravel()
+    if t.shape != p.shape or t.size == 0:
+        raise DataError(f"y_true and y_pred must be non-empty and of equal size, got {t.size} and {p.size}.")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(p))):
+        raise DataError("r2_score got NaN or inf; the formula may be undefined on some rows.")
+    sse = float(np.sum((t - p) ** 2))
+    sst = float(np.sum((t - t.mean()) ** 2))
+    if sst == 0.0:
+        return 1.0 if sse == 0.0 else 0.0
+    return 1.0 - sse / sst
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """How well a formula reproduces the data and the model it was read from.
+
+    Attributes
+    ----------
+    r2_data : float
+        R² of the formula against the data targets.
+    r2_model : float
+        R² of the formula against the model's predictions (NaN if not given).
+    max_abs_err, rmse : float
+        Largest absolute and root-mean-square error against the data targets,
+        in the units of ``y``.
+    """
+
+    r2_data: float
+    r2_model: float
+    max_abs_err: float
+    rmse: float
+
+    def to_dict(self) -> dict[str, float]:
+        """Plain dict for reports and JSON."""
+        return {"r2_data": self.r2_data, "r2_model": self.r2_model,
+                "max_abs_err": self.max_abs_err, "rmse": self.rmse}
+
+
+def fidelity(f: Callable[[np.ndarray], Any], X: Any, y: Any, y_model: Any = None) -> Fidelity:
+    """Measure a formula ``f`` on data (DESIGN.md §2, ``symbolic.verify``).
+
+    Parameters
+    ----------
+    f : callable
+        Maps ``X`` (N, d) to predictions (N,), e.g. from
+        :func:`kansym.symbolic.export.to_python` or ``sympy.lambdify``.
+    X : array_like, shape (N, d)
+    y : array_like, shape (N,)
+        Data targets.
+    y_model : array_like, shape (N,), optional
+        The model's predictions on ``X``.
+
+    Returns
+    -------
+    Fidelity
+
+    Raises
+    ------
+    DataError
+        If shapes disagree or the formula gives NaN/inf on some rows.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64).ravel()
+    with np.errstate(all="ignore"):
+        pred = np.asarray(f(X), dtype=np.float64).ravel()
+    if pred.size == 1:
+        pred = np.full(y.shape, pred[0])
+    if pred.shape != y.shape:
+        raise DataError(f"the formula returned {pred.size} values for {y.size} rows; it must map (N, d) to (N,).")
+    r2_data = r2_score(y, pred)
+    r2_model = math.nan if y_model is None else r2_score(np.asarray(y_model).ravel(), pred)
+    err = pred - y
+    return Fidelity(r2_data, r2_model, float(np.max(np.abs(err))), float(np.sqrt(np.mean(err**2))))

@@ -1,0 +1,89 @@
+"""Tests of constant refitting, snapping and simplification."""
+
+import numpy as np
+import pytest
+import sympy
+
+from kansym.errors import ConfigError, DataError
+from kansym.symbolic.refine import (reduce_phases, refine, refit_constants, simplify_formula,
+                                    snap_constant, snap_constants)
+
+x1, x2 = sympy.symbols("x1 x2")
+RNG = np.random.default_rng(1)
+X = RNG.uniform(-1, 1, (400, 2))
+XP = RNG.uniform(0.5, 3.0, (400, 2))
+
+
+def test_snap_constant_candidates():
+    assert snap_constant(3.14159)[0] == sympy.pi
+    assert snap_constant(1.49999)[0] == sympy.Rational(3, 2)
+    assert snap_constant(2.00001)[0] == 2
+    assert sympy.sqrt(2) / 2 in snap_constant(0.707107)
+    assert snap_constant(-0.3333334)[0] == sympy.Rational(-1, 3)
+    assert snap_constant(1e-12) == [0]
+    assert snap_constant(0.1234567, rel_tol=1e-6) == []
+
+
+def test_refit_constants_recovers_values():
+    y = 2.5 * np.exp(-1.3 * X[:, 0]) + 0.7 * X[:, 1]
+    out = refit_constants(2.0 * sympy.exp(-1.0 * x1) + 0.5 * x2, [x1, x2], X, y)
+    vals = sorted(float(f) for f in out.atoms(sympy.Float))
+    np.testing.assert_allclose(vals, [-1.3, 0.7, 2.5], atol=1e-8)
+
+
+def test_refit_in_log_space():
+    y = 3.0 * XP[:, 0] ** 1.5
+    out = refit_constants(2.0 * x1**1.2, [x1, x2], XP, y, loss_space="log")
+    f = sympy.lambdify([x1, x2], out)
+    np.testing.assert_allclose(f(*XP.T), y, rtol=1e-8)
+    with pytest.raises(DataError):
+        refit_constants(x1, [x1, x2], X, X[:, 0], loss_space="log")
+    with pytest.raises(ConfigError):
+        refit_constants(x1, [x1, x2], X, X[:, 0], loss_space="cubic")
+
+
+def test_snaps_pi_and_three_halves():
+    assert refine(3.14159 * x1, [x1, x2], X, np.pi * X[:, 0]) == sympy.pi * x1
+    out = refine(1.2 * x1**1.49999, [x1, x2], XP, XP[:, 0] ** 1.5)
+    assert out == x1 ** sympy.Rational(3, 2)
+
+
+def test_recovers_perturbed_composite():
+    y = np.exp(np.sin(np.pi * X[:, 0]) + X[:, 1] ** 2)
+    noisy = 1.002 * sympy.exp(0.998 * sympy.sin(3.1401 * x1 + 0.001) + 1.001 * x2**2)
+    out = refine(noisy, [x1, x2], X, y)
+    assert sympy.simplify(out - sympy.exp(sympy.sin(sympy.pi * x1) + x2**2)) == 0
+
+
+def test_snap_keeps_constants_the_data_need():
+    y = 1.37 * X[:, 0] + 0.2
+    out = snap_constants(1.37 * x1 + 0.2, [x1, x2], X, y)
+    assert out.atoms(sympy.Float)  # 1.37 is not simple enough for the data
+    f = sympy.lambdify([x1, x2], out)
+    np.testing.assert_allclose(f(*X.T), y, atol=1e-9)
+
+
+def test_phase_reduction():
+    e = 2.0 * sympy.sin(x1 + 7.0)  # 7 - 2 pi = 0.7168...
+    r = reduce_phases(e)
+    pts = np.linspace(-3, 3, 11)
+    np.testing.assert_allclose(sympy.lambdify(x1, r)(pts), sympy.lambdify(x1, e)(pts), atol=1e-12)
+    phase = [a for a in r.atoms(sympy.Float) if abs(float(a)) < 2][0]
+    assert -np.pi / 2 < float(phase) <= np.pi / 2
+    # a phase near pi/2 snaps and sin turns into cos
+    y = 3 * np.cos(2 * X[:, 0]) + 1
+    assert refine(2.9 * sympy.sin(2.1 * x1 + 1.58) + 1.01, [x1, x2], X, y) == 3 * sympy.cos(2 * x1) + 1
+
+
+def test_simplify_formula_never_longer():
+    e = (x1**2 - 1) / (x1 - 1) + sympy.sin(x2) ** 2 + sympy.cos(x2) ** 2
+    s = simplify_formula(e)
+    assert sympy.count_ops(s) <= sympy.count_ops(e)
+    assert sympy.simplify(s - (x1 + 2)) == 0
+
+
+def test_shape_errors():
+    with pytest.raises(DataError):
+        refine(x1, [x1, x2], X[:, :1], X[:, 0])
+    with pytest.raises(DataError):
+        refine(x1, [x1, x2], X, X[:10, 0])

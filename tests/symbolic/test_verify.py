@@ -1,0 +1,73 @@
+"""Tests of exact-recovery checks and fidelity."""
+
+import math
+
+import numpy as np
+import pytest
+import sympy
+
+from kansym.errors import DataError
+from kansym.symbolic.verify import Fidelity, fidelity, is_exact_recovery, r2_score, round_floats
+
+x, y = sympy.symbols("x y")
+
+
+def test_constant_difference_is_exact():
+    assert is_exact_recovery(2 * x + 1, 2 * x)
+
+
+def test_constant_ratio_is_exact():
+    assert is_exact_recovery(x * y, 3.0001 * x * y)
+
+
+def test_different_powers_are_not():
+    assert not is_exact_recovery(x**2, x**3)
+    assert not is_exact_recovery(sympy.sin(x), sympy.sin(1.01 * x))
+
+
+def test_rounding_rule():
+    assert round_floats(1.00004 * x + 0.00003) == 1.0 * x
+    assert is_exact_recovery(x, 1.00004 * x + 0.00003)
+    assert is_exact_recovery(x, 1.004 * x**1.0004)  # both round to 1.00
+    assert not is_exact_recovery(x, x**1.02)  # 3 significant digits keep 1.02
+
+def test_symbols_matched_by_name_and_strings():
+    xp = sympy.Symbol("x", positive=True)
+    assert is_exact_recovery(sympy.exp(xp) * y, "2.5*exp(x)*y")
+    assert is_exact_recovery("sin(pi*x)", sympy.sin(sympy.pi * x))
+
+
+def test_pi_as_float_mode():
+    cand = sympy.sin(3.14159265 * x)
+    assert is_exact_recovery(sympy.sin(sympy.pi * x), cand, pi_as_float=False) is False  # 3.14 != pi
+    assert is_exact_recovery(3 * sympy.pi * x, 9.42477 * x, pi_as_float=True)
+
+
+def test_constant_candidate():
+    assert not is_exact_recovery(x, 3.0)
+    assert is_exact_recovery(sympy.Integer(2), 5.0)
+
+
+def test_r2_score():
+    t = np.array([1.0, 2.0, 3.0, 4.0])
+    assert r2_score(t, t) == 1.0
+    assert r2_score(t, np.full(4, t.mean())) == pytest.approx(0.0)
+    assert r2_score(np.ones(3), np.ones(3)) == 1.0
+    assert r2_score(np.ones(3), np.zeros(3)) == 0.0
+    with pytest.raises(DataError):
+        r2_score(t, t[:3])
+
+
+def test_fidelity():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (100, 2))
+    target = X[:, 0] ** 2 + X[:, 1]
+    f = lambda A: A[:, 0] ** 2 + A[:, 1] + 0.01  # noqa: E731
+    fid = fidelity(f, X, target, y_model=target + 0.01)
+    assert isinstance(fid, Fidelity)
+    assert fid.r2_model == pytest.approx(1.0)
+    assert fid.max_abs_err == pytest.approx(0.01) and fid.rmse == pytest.approx(0.01)
+    assert 0.99 < fid.r2_data < 1.0
+    assert math.isnan(fidelity(f, X, target).r2_model)
+    with pytest.raises(DataError):
+        fidelity(lambda A: A[:3, 0], X, target)
