@@ -1,0 +1,342 @@
+"""Configuration of a KAN-GPT (one frozen dataclass, DESIGN.md §4-§5)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from kansym.errors import ConfigError
+from kansym.nn.bases import BASES, n_basis
+
+__all__ = ["FFN_KINDS", "GPTTrainConfig", "KANGPTConfig", "match_kan_hidden", "parse_ffn"]
+
+FFN_KINDS = ("mlp", "kan", "kan-residual")
+
+
+def parse_ffn(ffn: str | Sequence[str], n_layer: int) -> tuple[str, ...]:
+    """Normalise an FFN choice to one kind per layer.
+
+    Parameters
+    ----------
+    ffn : str or sequence of str
+        ``"mlp"``, ``"kan"``, ``"kan-residual"`` for every layer, a comma-separated list
+        (``"mlp,kan,kan,mlp"``) or a sequence with one kind per layer.
+    n_layer : int
+
+    Returns
+    -------
+    tuple of str, length ``n_layer``
+
+    Raises
+    ------
+    ConfigError
+        For an unknown kind or a list of the wrong length.
+    """
+    if isinstance(ffn, str):
+        kinds = [k.strip() for k in ffn.split(",")] if "," in ffn else [ffn.strip()] * n_layer
+    else:
+        kinds = [str(k).strip() for k in ffn]
+    bad = [k for k in kinds if k not in FFN_KINDS]
+    if bad:
+        raise ConfigError(f"unknown FFN kind {bad[0]!r}; use {', '.join(FFN_KINDS)} or a comma-separated list of them")
+    if len(kinds) != n_layer:
+        raise ConfigError(f"the FFN list has {len(kinds)} entries but the model has {n_layer} layers; give one per layer")
+    return tuple(kinds)
+
+
+def match_kan_hidden(
+    n_embd: int,
+    mlp_hidden: int,
+    *,
+    basis: str = "bspline",
+    grid_size: int = 5,
+    degree: int = 3,
+    residual: bool = False,
+    bias: bool = False,
+) -> int:
+    """KAN FFN hidden width whose parameter count matches an MLP FFN's.
+
+    MLP FFN (``d -> h_m -> d``): ``2 d h_m`` weights (+ ``h_m + d`` biases). KAN FFN
+    (``d -> h -> d``, two KAN layers): ``2 d h (K + 2)`` (coefficients, ``w_b``, ``w_s``),
+    plus ``d^2`` for the linear shortcut of ``kan-residual``. Returns the integer ``h``
+    closest to equality (at least 1); the mismatch is below ``d (K + 2)`` parameters,
+    i.e. under 5 % for any ``mlp_hidden >= 10 (K + 2)``.
+
+    Parameters
+    ----------
+    n_embd : int
+        Model width ``d``.
+    mlp_hidden : int
+        Hidden width ``h_m`` of the MLP being matched (``4 d`` in GPT-2).
+    basis, grid_size, degree : see :func:`kansym.nn.bases.n_basis`
+    residual : bool
+        Count the ``kan-residual`` linear shortcut.
+    bias : bool
+        Whether the MLP has biases.
+
+    Returns
+    -------
+    int
+    """
+    target = 2 * n_embd * mlp_hidden + (mlp_hidden + n_embd if bias else 0)
+    if residual:
+        target -= n_embd * n_embd
+    per_unit = 2 * n_embd * (n_basis(basis, grid_size, degree) + 2)
+    return max(1, round(target / per_unit))
+
+
+@dataclass(frozen=True)
+class KANGPTConfig:
+    """Architecture of a :class:`kansym.gpt.model.KANGPT`.
+
+    Parameters
+    ----------
+    vocab_size, block_size : int
+        Tokens in the vocabulary; longest context ``T``.
+    n_layer, n_head, n_embd : int
+        Decoder blocks, attention heads, model width ``C`` (divisible by ``n_head``).
+    dropout : float
+        Dropout on embeddings, attention weights and block outputs.
+    bias : bool
+        Biases in linear layers and LayerNorms (nanoGPT's switch).
+    ffn : str or sequence of str
+        Feed-forward kind per layer: ``mlp``, ``kan`` (two KAN layers ``C -> h -> C``),
+        ``kan-residual`` (the KAN FFN plus a linear shortcut ``W x``), or a list (hybrid);
+        stored as a tuple of length ``n_layer``.
+    mlp_ratio : int
+        MLP hidden width is ``mlp_ratio * n_embd``.
+    kan_basis : {"bspline", "chebyshev", "fourier", "rbf", "poly"}
+    kan_grid_size, kan_degree : int
+        ``G`` and spline order / polynomial degree of the KAN bases.
+    kan_grid_range : tuple of float
+        Input range the bases are laid out on (LayerNorm outputs are about N(0, 1)).
+    kan_hidden : int, sequence of int or None
+        KAN FFN hidden width, per layer if a sequence; None picks, per layer, the width
+        whose parameter count matches the MLP's (:func:`match_kan_hidden`), as does an
+        entry 0. Stored as a tuple of length ``n_layer`` (0 for MLP layers); pruning
+        shrinks it.
+    seed : int
+        Seed of the initialisation (private generator).
+
+    Raises
+    ------
+    ConfigError
+        For an impossible combination (``n_embd`` not divisible by ``n_head``, ...).
+    """
+
+    vocab_size: int = 65
+    block_size: int = 64
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    dropout: float = 0.0
+    bias: bool = False
+    ffn: Any = "mlp"
+    mlp_ratio: int = 4
+    kan_basis: str = "bspline"
+    kan_grid_size: int = 5
+    kan_degree: int = 3
+    kan_grid_range: tuple[float, float] = (-2.0, 2.0)
+    kan_hidden: Any = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "mlp_ratio", "kan_grid_size"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.n_embd % self.n_head:
+            raise ConfigError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout must lie in [0, 1), got {self.dropout}")
+        if self.kan_basis not in BASES:
+            raise ConfigError(f"unknown KAN basis {self.kan_basis!r}; use one of {', '.join(BASES)}")
+        if self.kan_degree < 0:
+            raise ConfigError(f"kan_degree must be >= 0, got {self.kan_degree}")
+        grid_range = tuple(float(v) for v in self.kan_grid_range)
+        if len(grid_range) != 2 or not grid_range[0] < grid_range[1]:
+            raise ConfigError(f"kan_grid_range must be two increasing numbers, got {self.kan_grid_range}")
+        object.__setattr__(self, "kan_grid_range", grid_range)
+        kinds = parse_ffn(self.ffn, self.n_layer)
+        object.__setattr__(self, "ffn", kinds)
+        object.__setattr__(self, "kan_hidden", self._resolve_hidden(kinds))
+
+    def _resolve_hidden(self, kinds: tuple[str, ...]) -> tuple[int, ...]:
+        hidden = self.kan_hidden
+        if hidden is None:
+            hidden = [self.matched_hidden(k == "kan-residual") for k in kinds]
+        elif isinstance(hidden, int):
+            hidden = [hidden] * self.n_layer
+        hidden = [int(h) for h in hidden]
+        if len(hidden) != self.n_layer:
+            raise ConfigError(f"kan_hidden has {len(hidden)} entries but the model has {self.n_layer} layers")
+        out = []
+        for kind, h in zip(kinds, hidden):
+            if kind == "mlp":
+                out.append(0)
+            elif h < 0:
+                raise ConfigError(f"a KAN FFN hidden width must be positive (0 = match the MLP), got {h}")
+            elif h == 0:
+                out.append(self.matched_hidden(kind == "kan-residual"))
+            else:
+                out.append(h)
+        return tuple(out)
+
+    @property
+    def mlp_hidden(self) -> int:
+        """Hidden width of the MLP FFN."""
+        return self.mlp_ratio * self.n_embd
+
+    def matched_hidden(self, residual: bool = False) -> int:
+        """KAN hidden width matching this config's MLP FFN in parameters."""
+        return match_kan_hidden(
+            self.n_embd,
+            self.mlp_hidden,
+            basis=self.kan_basis,
+            grid_size=self.kan_grid_size,
+            degree=self.kan_degree,
+            residual=residual,
+            bias=self.bias,
+        )
+
+    def replace(self, **changes: Any) -> "KANGPTConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """Plain dict of the fields (lists for tuples), fit for a checkpoint."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name in ("ffn", "kan_grid_range", "kan_hidden"):
+            out[name] = list(out[name])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "KANGPTConfig":
+        """Inverse of :meth:`to_dict`; unknown keys raise :class:`ConfigError`."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ConfigError(f"unknown KANGPTConfig fields: {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+
+_RESUMABLE = ("max_iters", "eval_interval", "eval_iters", "device", "compile", "amp", "lr_decay_iters")
+
+
+@dataclass(frozen=True)
+class GPTTrainConfig:
+    """How to train a KAN-GPT (defaults: nanoGPT's ``shakespeare_char`` recipe).
+
+    Parameters
+    ----------
+    max_iters : int
+        Optimisation steps.
+    batch_size : int
+        Windows per step and process.
+    lr, min_lr : float
+        Peak and final learning rate (``min_lr`` None: ``lr / 10``).
+    warmup_iters : int
+        Linear warm-up steps, then cosine decay to ``min_lr`` at ``lr_decay_iters``
+        (None: ``max_iters``) (Loshchilov & Hutter 2017, arXiv:1608.03983).
+    weight_decay, beta1, beta2 : float
+        AdamW (Loshchilov & Hutter 2019, arXiv:1711.05101); decay applies to tensors of
+        two or more dimensions (matmul weights, embeddings, KAN coefficients and scales).
+    grad_clip : float
+        Clip the global gradient norm (0 disables).
+    eval_interval, eval_iters : int
+        Evaluate every ``eval_interval`` steps (and at the end) on ``eval_iters`` batches of
+        each split; the eval batches are the same at every evaluation.
+    val_fraction : float
+        Tail of the text held out.
+    seed : int
+        Seed of the data order, dropout and eval batches.
+    device : str
+        ``cpu``, ``cuda``, ``cuda:N``.
+    dtype : {"float32", "float64"}
+        Parameter dtype (float64 for exact CPU tests).
+    amp : bool
+        bf16 autocast on CUDA (ignored on CPU).
+    compile : bool
+        ``torch.compile`` the model for training (the plain module is saved).
+    lamb, mu1, mu2 : float
+        Weight-based L1 + entropy sparsification of KAN FFN edges:
+        ``loss + lamb * sum_l (mu1 |Phi_l|_1 + mu2 S(Phi_l))`` (KAN paper eq. 2.20).
+    """
+
+    max_iters: int = 2000
+    batch_size: int = 12
+    lr: float = 1e-3
+    min_lr: float | None = None
+    warmup_iters: int = 100
+    lr_decay_iters: int | None = None
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0
+    eval_interval: int = 250
+    eval_iters: int = 20
+    val_fraction: float = 0.1
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "float32"
+    amp: bool = True
+    compile: bool = False
+    lamb: float = 0.0
+    mu1: float = 1.0
+    mu2: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_iters", "batch_size", "eval_interval", "eval_iters"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.lr <= 0 or (self.min_lr is not None and self.min_lr < 0):
+            raise ConfigError(f"learning rates must be positive, got lr={self.lr}, min_lr={self.min_lr}")
+        if self.warmup_iters < 0 or self.grad_clip < 0 or self.lamb < 0 or self.weight_decay < 0:
+            raise ConfigError("warmup_iters, grad_clip, lamb and weight_decay must be >= 0")
+        if self.dtype not in ("float32", "float64"):
+            raise ConfigError(f"dtype must be float32 or float64, got {self.dtype!r}")
+        if not 0.0 < self.val_fraction < 1.0:
+            raise ConfigError(f"val_fraction must lie in (0, 1), got {self.val_fraction}")
+
+    @property
+    def final_lr(self) -> float:
+        """``min_lr``, defaulting to ``lr / 10``."""
+        return self.lr / 10 if self.min_lr is None else self.min_lr
+
+    @property
+    def decay_iters(self) -> int:
+        """End of the cosine decay."""
+        return self.max_iters if self.lr_decay_iters is None else self.lr_decay_iters
+
+    def replace(self, **changes: Any) -> "GPTTrainConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def resume_with(self, new: "GPTTrainConfig") -> "GPTTrainConfig":
+        """This (saved) config updated by the fields a resumed run may change.
+
+        Raises
+        ------
+        ConfigError
+            If ``new`` changes anything else (learning rate, batch size, seed, ...).
+        """
+        for f in dataclasses.fields(self):
+            if f.name not in _RESUMABLE and getattr(new, f.name) != getattr(self, f.name):
+                raise ConfigError(
+                    f"cannot resume with {f.name}={getattr(new, f.name)!r}; the run was started with "
+                    f"{getattr(self, f.name)!r} (only {', '.join(_RESUMABLE)} may change)"
+                )
+        return dataclasses.replace(self, **{n: getattr(new, n) for n in _RESUMABLE})
+
+    def to_dict(self) -> dict:
+        """Plain dict of the fields."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GPTTrainConfig":
+        """Inverse of :meth:`to_dict`; unknown keys raise :class:`ConfigError`."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ConfigError(f"unknown GPTTrainConfig fields: {', '.join(sorted(unknown))}")
+        return cls(**data)

@@ -1,0 +1,323 @@
+"""Training loop of KAN-GPT: AdamW, warm-up + cosine decay, eval, checkpoints, resume, DDP.
+
+The loop follows nanoGPT's ``train.py`` (AdamW with decoupled weight decay, linear
+warm-up then cosine decay of the learning rate, global-norm gradient clipping) and
+adds the KAN paper's sparsification (weight-based, see :mod:`kansym.gpt.ffn`).
+
+Everything random is drawn from explicit streams derived from ``config.seed``: a
+``torch.Generator`` for the data order, the global torch RNG (dropout) seeded inside
+``torch.random.fork_rng`` so the caller's RNG is untouched, and a fixed generator for
+the eval batches (the same batches at every evaluation). ``last.pt`` stores the data
+order and RNG states, so ``resume=True`` continues the very same loss curve.
+
+Run under ``torchrun --nproc_per_node N`` for data-parallel training (DDP; gloo on
+CPU, nccl on CUDA): each process draws its own batches, gradients are averaged, and
+process 0 writes the files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from tqdm.auto import tqdm
+
+from kansym.errors import CheckpointError, ConfigError, FitError
+from kansym.gpt.checkpoint import load_gpt, save_gpt
+from kansym.gpt.config import GPTTrainConfig, KANGPTConfig
+from kansym.gpt.data import CharData, get_batch, load_char_data
+from kansym.gpt.ffn import sparsity_penalty
+from kansym.gpt.model import KANGPT
+
+__all__ = ["TrainResult", "lr_at", "configure_optimizer", "estimate_loss", "train"]
+
+logger = logging.getLogger("kansym")
+
+_SEED_STRIDE = 1_000_003  # separates the per-rank data and dropout streams of one seed
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a training run produced.
+
+    Attributes
+    ----------
+    out_dir : Path
+        Holds ``best.pt``, ``last.pt`` and ``log.jsonl``.
+    iter : int
+        Steps done (including those before a resume).
+    best_val_loss, last_val_loss : float
+    history : tuple of dict
+        The rows of ``log.jsonl``: ``iter``, ``train_loss``, ``val_loss``, ``elapsed_s``
+        (training time, evals excluded), ``tokens_per_s`` (since the previous row), ``lr``.
+    """
+
+    out_dir: Path
+    iter: int
+    best_val_loss: float
+    last_val_loss: float
+    history: tuple[dict, ...]
+
+
+def lr_at(it: int, config: GPTTrainConfig) -> float:
+    """Learning rate of step ``it``: linear warm-up, cosine decay to ``min_lr``, then flat."""
+    if it < config.warmup_iters:
+        return config.lr * (it + 1) / (config.warmup_iters + 1)
+    if it >= config.decay_iters:
+        return config.final_lr
+    ratio = (it - config.warmup_iters) / max(1, config.decay_iters - config.warmup_iters)
+    coeff = 0.5 * (1.0 + math.cos(math.pi * ratio))
+    return config.final_lr + coeff * (config.lr - config.final_lr)
+
+
+def configure_optimizer(model: torch.nn.Module, config: GPTTrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on tensors of >= 2 dimensions only (biases and norms exempt)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=config.lr, betas=(config.beta1, config.beta2))
+
+
+@torch.no_grad()
+def estimate_loss(
+    model: KANGPT, data: CharData, config: GPTTrainConfig, ctx=contextlib.nullcontext
+) -> dict[str, float]:
+    """Mean loss on ``eval_iters`` batches of each split (the same batches on every call).
+
+    Returns
+    -------
+    dict
+        ``{"train": float, "val": float}``.
+    """
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    out = {}
+    for split in ("train", "val"):
+        gen = torch.Generator().manual_seed(config.seed * _SEED_STRIDE + 999_983)
+        total = 0.0
+        for _ in range(config.eval_iters):
+            x, y = get_batch(data.split(split), config.batch_size, model.config.block_size, gen, device)
+            with ctx():
+                _, loss = model(x, y)
+            total += loss.item()
+        out[split] = total / config.eval_iters
+    model.train(was_training)
+    return out
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _to_cpu(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
+
+
+def _gather(obj, world: int) -> list:
+    if world == 1:
+        return [obj]
+    out = [None] * world
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def _read_log(path: Path, upto: int) -> list[dict]:
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in rows if r["iter"] <= upto]
+
+
+def train(
+    model_config: KANGPTConfig | None,
+    config: GPTTrainConfig | None,
+    text: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> TrainResult:
+    """Train a KAN-GPT on a text file, writing ``best.pt``, ``last.pt`` and ``log.jsonl``.
+
+    Parameters
+    ----------
+    model_config : KANGPTConfig or None
+        Architecture; its ``vocab_size`` is replaced by the text's. With ``resume`` it may
+        be None (the saved one is used); otherwise it must equal the saved one.
+    config : GPTTrainConfig or None
+        Optimisation; with ``resume``, None means the saved config, and only
+        ``max_iters``, ``lr_decay_iters``, eval settings, device, amp and compile may change.
+    text : path of a UTF-8 text file
+    out_dir : directory of the run
+    resume : bool
+        Continue from ``out_dir/last.pt`` (same data order, RNG states and optimizer).
+    overwrite : bool
+        Start afresh even if ``out_dir`` already holds a run.
+    progress : bool
+        Show a progress bar with the loss and tokens/s.
+
+    Returns
+    -------
+    TrainResult
+
+    Raises
+    ------
+    DataError
+        Unreadable or too short text; a resumed run given another text.
+    ConfigError
+        Bad options, an existing run without ``resume``/``overwrite``, or changed
+        settings on resume.
+    CheckpointError
+        ``resume`` without a usable ``last.pt``.
+    FitError
+        The loss became NaN or infinite.
+    """
+    out_dir, text = Path(out_dir), Path(text)
+    last_path, best_path, log_path = out_dir / "last.pt", out_dir / "best.pt", out_dir / "log.jsonl"
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    state = None
+    if resume:
+        if not last_path.exists():
+            raise CheckpointError(f"'{last_path}' does not exist; drop --resume to start a new run")
+        loaded = load_gpt(last_path)
+        state = loaded.checkpoint.get("train")
+        if not state or "optimizer" not in state:
+            raise CheckpointError(f"'{last_path}' holds no training state; it cannot be resumed")
+        saved = GPTTrainConfig.from_dict(state["config"])
+        config = saved if config is None else saved.resume_with(config)
+        if model_config is not None and model_config.replace(vocab_size=loaded.model.config.vocab_size) != loaded.model.config:
+            raise ConfigError("cannot resume with another model architecture; drop the architecture options")
+        if state.get("world_size", 1) != world:
+            raise ConfigError(f"the run was trained on {state.get('world_size', 1)} processes; resume it on as many")
+        data = load_char_data(text, val_fraction=config.val_fraction, vocab=loaded.vocab)
+        if state["text"]["sha256"] != _sha256(text):
+            raise ConfigError(f"'{text}' is not the text this run was trained on; give the same file")
+        model = loaded.model
+    else:
+        if model_config is None or config is None:
+            raise ConfigError("a new run needs a model config and a training config")
+        if last_path.exists() and not overwrite:
+            raise ConfigError(f"'{out_dir}' already holds a run; use --resume to continue it or another -o")
+        data = load_char_data(text, val_fraction=config.val_fraction)
+        model = KANGPT(model_config.replace(vocab_size=data.vocab.size))
+
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if config.device.startswith("cuda") else "gloo")
+    device = torch.device(f"cuda:{local_rank}" if world > 1 and config.device.startswith("cuda") else config.device)
+    cuda = device.type == "cuda"
+    model.to(device=device, dtype=getattr(torch, config.dtype))
+    model.train()
+    optimizer = configure_optimizer(model, config)
+    fwd = model
+    if world > 1:
+        fwd = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if cuda else None)
+    if config.compile:
+        fwd = torch.compile(fwd)
+    amp = cuda and config.amp
+    ctx = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if amp else contextlib.nullcontext
+    text_meta = {"sha256": _sha256(text), "chars": int(len(data.train) + len(data.val))}
+
+    with torch.random.fork_rng(devices=[device] if cuda else []):
+        seed = config.seed * _SEED_STRIDE + 2 * rank
+        torch.manual_seed(seed + 1)
+        data_gen = torch.Generator().manual_seed(seed)
+        it, best, elapsed, tokens = 0, float("inf"), 0.0, 0
+        if state is not None:
+            optimizer.load_state_dict(state["optimizer"])
+            it, best, elapsed, tokens = state["iter"], state["best_val_loss"], state["elapsed_s"], state["tokens"]
+            data_gen.set_state(state["rng"]["data"][rank])
+            torch.set_rng_state(state["rng"]["torch"][rank])
+            if cuda and state["rng"]["cuda"]:
+                torch.cuda.set_rng_state(state["rng"]["cuda"][rank], device)
+        history = _read_log(log_path, it) if state is not None else []
+        if rank == 0:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            log_path.write_text("".join(json.dumps(r) + "\n" for r in history))
+        last_val = history[-1]["val_loss"] if history else float("nan")
+        step_tokens = config.batch_size * model.config.block_size * world
+        window_tokens, window_time = 0, 0.0
+        bar = tqdm(total=config.max_iters, initial=it, disable=not progress or rank != 0, leave=False, unit="it")
+        while it < config.max_iters:
+            t0 = time.perf_counter()
+            lr = lr_at(it, config)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            x, y = get_batch(data.train, config.batch_size, model.config.block_size, data_gen, device)  # (B, T)
+            with ctx():
+                _, loss = fwd(x, y)
+            total = loss + config.lamb * sparsity_penalty(model, mu1=config.mu1, mu2=config.mu2) if config.lamb else loss
+            optimizer.zero_grad(set_to_none=True)
+            total.backward()
+            if config.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            if cuda:
+                torch.cuda.synchronize(device)
+            dt = time.perf_counter() - t0
+            it, elapsed, tokens = it + 1, elapsed + dt, tokens + step_tokens
+            window_tokens, window_time = window_tokens + step_tokens, window_time + dt
+            bar.update(1)
+            if it % 10 == 0 or it == config.max_iters:
+                value = loss.item()
+                if not math.isfinite(value):
+                    raise FitError(f"the training loss became {value} at step {it}; lower --lr or raise --grad-clip")
+                bar.set_postfix(loss=f"{value:.4f}", tok_s=f"{window_tokens / max(window_time, 1e-9):.0f}")
+            if it % config.eval_interval and it != config.max_iters:
+                continue
+            losses = estimate_loss(model, data, config, ctx)
+            row = {
+                "iter": it,
+                "train_loss": losses["train"],
+                "val_loss": losses["val"],
+                "elapsed_s": elapsed,
+                "tokens_per_s": window_tokens / max(window_time, 1e-9),
+                "lr": lr,
+            }
+            window_tokens, window_time = 0, 0.0
+            history.append(row)
+            last_val = losses["val"]
+            improved = last_val < best
+            best = min(best, last_val)
+            rng = {
+                "data": _gather(data_gen.get_state(), world),
+                "torch": _gather(torch.get_rng_state(), world),
+                "cuda": _gather(torch.cuda.get_rng_state(device), world) if cuda else [],
+            }
+            if rank == 0:
+                with open(log_path, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                meta = {"config": config.to_dict(), "iter": it, "val_loss": last_val, "best_val_loss": best,
+                        "elapsed_s": elapsed, "tokens": tokens, "world_size": world, "text": text_meta}
+                if improved:
+                    save_gpt(best_path, model, data.vocab, train=meta)
+                full = dict(meta, optimizer=_to_cpu(optimizer.state_dict()), rng=_to_cpu(rng))
+                save_gpt(last_path, model, data.vocab, train=full)
+                logger.info("iter %d: train %.4f, val %.4f", it, losses["train"], losses["val"])
+        bar.close()
+    if world > 1:
+        dist.barrier()
+    return TrainResult(out_dir=out_dir, iter=it, best_val_loss=best, last_val_loss=last_val, history=tuple(history))
