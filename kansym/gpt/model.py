@@ -102,12 +102,14 @@ class KANGPT(nn.Module):
         super().__init__()
         self.config = config
         gen = torch.Generator().manual_seed(config.seed)
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
-        self.wpe = nn.Embedding(config.block_size, config.n_embd)
-        self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config, i, gen) for i in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        # torch's default initialisers draw from the global RNG; keep the caller's stream intact.
+        with torch.random.fork_rng(devices=[]):
+            self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+            self.wpe = nn.Embedding(config.block_size, config.n_embd)
+            self.drop = nn.Dropout(config.dropout)
+            self.blocks = nn.ModuleList(Block(config, i, gen) for i in range(config.n_layer))
+            self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+            self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # weight tying
         self._init_weights(gen)
 

@@ -1,0 +1,181 @@
+"""``kansym gpt``: train, sample, prune and inspect KAN-GPTs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from kansym.cli.common import check_output_file, common_options, prepare_out_dir, run_safely, setup_logging
+from kansym.nn.bases import BASES
+
+# CLI option -> GPTTrainConfig field, for the options a resumed run takes from the command line.
+_TRAIN_FIELDS = {
+    "max_iters": "max_iters", "batch_size": "batch_size", "lr": "lr", "min_lr": "min_lr",
+    "warmup_iters": "warmup_iters", "lr_decay_iters": "lr_decay_iters", "weight_decay": "weight_decay",
+    "grad_clip": "grad_clip", "eval_interval": "eval_interval", "eval_iters": "eval_iters", "seed": "seed",
+    "device": "device", "dtype": "dtype", "compile": "compile", "lamb": "lamb", "mu1": "mu1", "mu2": "mu2",
+}
+_MODEL_OPTIONS = ("ffn", "basis", "grid_size", "degree", "kan_hidden", "n_layer", "n_head", "n_embd", "block_size", "dropout")
+
+
+@click.group("gpt")
+def gpt_group() -> None:
+    """KAN-GPT: a character-level GPT whose MLP blocks are KANs.
+
+    \b
+    kansym gpt train --text input.txt --ffn kan -o run
+    kansym gpt sample run/best.pt --prompt "ROMEO:" --tokens 300
+    kansym gpt prune run/best.pt --theta 0.01 -o run/pruned.pt
+    kansym gpt edges run/best.pt --layer 0 -o edges.png
+    """
+
+
+@gpt_group.command("train")
+@click.option("--text", required=True, type=click.Path(path_type=Path), help="UTF-8 text file; its characters are the vocabulary.")
+@click.option("--ffn", default="mlp", show_default=True, help="mlp, kan, kan-residual, or one per layer: mlp,kan,kan,mlp.")
+@click.option("--basis", default="bspline", show_default=True, type=click.Choice(BASES), help="Basis of the KAN edge functions.")
+@click.option("--grid-size", default=5, show_default=True, help="Grid intervals (bspline, rbf) or frequencies (fourier).")
+@click.option("--degree", default=3, show_default=True, help="Spline order (bspline) or polynomial degree (chebyshev, poly).")
+@click.option("--kan-hidden", default=None, type=int, help="KAN FFN hidden width [default: match the MLP's parameters].")
+@click.option("--n-layer", default=4, show_default=True)
+@click.option("--n-head", default=4, show_default=True)
+@click.option("--n-embd", default=128, show_default=True)
+@click.option("--block-size", default=64, show_default=True, help="Context length in characters.")
+@click.option("--dropout", default=0.0, show_default=True)
+@click.option("--batch-size", default=12, show_default=True)
+@click.option("--max-iters", default=2000, show_default=True)
+@click.option("--lr", default=1e-3, show_default=True, help="Peak learning rate (AdamW).")
+@click.option("--min-lr", default=None, type=float, help="Final learning rate [default: lr/10].")
+@click.option("--warmup-iters", default=100, show_default=True)
+@click.option("--lr-decay-iters", default=None, type=int, help="End of the cosine decay [default: max-iters].")
+@click.option("--weight-decay", default=0.1, show_default=True)
+@click.option("--grad-clip", default=1.0, show_default=True, help="Global gradient-norm clip (0: off).")
+@click.option("--eval-interval", default=250, show_default=True)
+@click.option("--eval-iters", default=20, show_default=True, help="Batches per split at each evaluation.")
+@click.option("--lamb", default=0.0, show_default=True, help="Weight of the L1 + entropy sparsification of KAN edges.")
+@click.option("--mu1", default=1.0, show_default=True, help="L1 weight inside the sparsification.")
+@click.option("--mu2", default=1.0, show_default=True, help="Entropy weight inside the sparsification.")
+@click.option("--dtype", default="float32", show_default=True, type=click.Choice(["float32", "float64"]))
+@click.option("--compile", "compile_", is_flag=True, help="torch.compile the model for training.")
+@click.option("--no-amp", is_flag=True, help="No bf16 autocast on CUDA.")
+@click.option("--out-dir", "-o", required=True, type=click.Path(file_okay=False, path_type=Path), help="Writes best.pt, last.pt, log.jsonl.")
+@click.option("--resume", is_flag=True, help="Continue the run in OUT_DIR (same data order and RNG).")
+@click.option("--force", is_flag=True, help="Replace a run already in OUT_DIR.")
+@common_options
+@click.pass_context
+@run_safely
+def train_command(ctx, text, out_dir, resume, force, quiet, no_amp, compile_, **opts):
+    """Train a KAN-GPT on a text file (nanoGPT's char recipe by default).
+
+    Runs data-parallel under `torchrun --nproc_per_node N -m kansym gpt train ...`.
+    """
+    from kansym.cli.common import check_device
+    from kansym.gpt.config import GPTTrainConfig, KANGPTConfig
+    from kansym.gpt.train import train
+    from kansym.io.checkpoint import load_checkpoint
+
+    setup_logging(quiet)
+    check_device(opts["device"])
+    opts["compile"] = compile_
+    given = {n for n in opts if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
+    if compile_:
+        given.add("compile")
+    model_config = KANGPTConfig(
+        ffn=opts["ffn"], kan_basis=opts["basis"], kan_grid_size=opts["grid_size"], kan_degree=opts["degree"],
+        kan_hidden=opts["kan_hidden"], n_layer=opts["n_layer"], n_head=opts["n_head"], n_embd=opts["n_embd"],
+        block_size=opts["block_size"], dropout=opts["dropout"], seed=opts["seed"],
+    )
+    fields = {f: opts[o] for o, f in _TRAIN_FIELDS.items()}
+    config = GPTTrainConfig(amp=not no_amp, **fields)
+    if resume:
+        saved = load_checkpoint(out_dir / "last.pt", kind="kan-gpt").get("train", {}).get("config")
+        if saved is not None:
+            changes = {_TRAIN_FIELDS[n]: opts[n] for n in given if n in _TRAIN_FIELDS}
+            if no_amp:
+                changes["amp"] = False
+            config = GPTTrainConfig.from_dict(saved).replace(**changes)
+        if not given & set(_MODEL_OPTIONS):
+            model_config = None
+    prepare_out_dir(out_dir, ["best.pt", "last.pt", "log.jsonl"], force=force or resume, protect=[text])
+    progress = not quiet and sys.stderr.isatty()
+    result = train(model_config, config, text, out_dir, resume=resume, overwrite=force, progress=progress)
+    click.echo(json.dumps({
+        "iter": result.iter, "best_val_loss": result.best_val_loss, "last_val_loss": result.last_val_loss,
+        "best": str(out_dir / "best.pt"), "last": str(out_dir / "last.pt"), "log": str(out_dir / "log.jsonl"),
+    }))
+
+
+@gpt_group.command("sample")
+@click.argument("checkpoint", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--prompt", default="\n", show_default=False, help="Text to continue [default: a newline].")
+@click.option("--tokens", default=200, show_default=True, help="Characters to generate.")
+@click.option("--temperature", default=1.0, show_default=True, help="Softmax temperature (0: greedy).")
+@click.option("--top-k", default=None, type=int, help="Sample among the K most likely characters only.")
+@common_options
+@run_safely
+def sample_command(checkpoint, prompt, tokens, temperature, top_k, seed, device, quiet):
+    """Generate text from a KAN-GPT CHECKPOINT (same seed, same text)."""
+    from kansym.cli.common import check_device
+    from kansym.gpt.checkpoint import load_gpt
+    from kansym.gpt.sample import sample_text
+
+    setup_logging(quiet)
+    loaded = load_gpt(checkpoint)
+    model = loaded.model.to(check_device(device))
+    text = sample_text(model, loaded.vocab, prompt, tokens, temperature=temperature, top_k=top_k, seed=seed)
+    click.echo(text)
+
+
+@gpt_group.command("prune")
+@click.argument("checkpoint", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--theta", default=1e-2, show_default=True, type=float, help="A KAN hidden unit survives iff its strongest incoming and outgoing edge scores both exceed theta.")
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Pruned checkpoint.")
+@click.option("--text", default=None, type=click.Path(path_type=Path), help="Also report val loss before and after on this text.")
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@common_options
+@run_safely
+def prune_command(checkpoint, theta, output, text, force, seed, device, quiet):
+    """Remove weak KAN FFN hidden units (KAN paper §2.5.1) into a smaller checkpoint; prints a JSON report."""
+    from kansym.gpt.checkpoint import load_gpt, save_gpt
+    from kansym.gpt.config import GPTTrainConfig
+    from kansym.gpt.data import load_char_data
+    from kansym.gpt.prune import prune_gpt
+    from kansym.gpt.train import estimate_loss
+
+    setup_logging(quiet)
+    check_output_file(output, force=force, protect=[checkpoint] + ([text] if text else []))
+    loaded = load_gpt(checkpoint)
+    result = prune_gpt(loaded.model, theta)
+    report = dict(result.report)
+    if text is not None:
+        saved = loaded.checkpoint.get("train", {}).get("config")
+        config = GPTTrainConfig.from_dict(saved) if saved else GPTTrainConfig(seed=seed)
+        data = load_char_data(text, val_fraction=config.val_fraction, vocab=loaded.vocab)
+        report["val_loss_before"] = estimate_loss(loaded.model, data, config)["val"]
+        report["val_loss_after"] = estimate_loss(result.model, data, config)["val"]
+    kept = {str(k): v for k, v in result.kept.items()}
+    save_gpt(output, result.model, loaded.vocab, prune={"source": str(checkpoint), "kept": kept, **report})
+    click.echo(json.dumps({"checkpoint": str(output), **report}))
+
+
+@gpt_group.command("edges")
+@click.argument("checkpoint", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--layer", required=True, type=int, help="Block whose KAN FFN to draw.")
+@click.option("--part", default="fc", show_default=True, type=click.Choice(["fc", "proj"]), help="First (C->h) or second (h->C) KAN layer.")
+@click.option("--top", default=16, show_default=True, help="Number of edges to draw.")
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Image file (PNG).")
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@common_options
+@run_safely
+def edges_command(checkpoint, layer, part, top, output, force, seed, device, quiet):
+    """Plot the strongest edge functions of one KAN FFN of CHECKPOINT."""
+    from kansym.gpt.checkpoint import load_gpt
+    from kansym.gpt.edges import plot_edges
+
+    setup_logging(quiet)
+    check_output_file(output, force=force, protect=[checkpoint])
+    loaded = load_gpt(checkpoint)
+    click.echo(str(plot_edges(loaded.model, layer, output, part=part, top=top)))

@@ -1,0 +1,111 @@
+"""Pictures of the strongest edge functions of a KAN FFN (matplotlib, imported lazily)."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from kansym.errors import ConfigError
+from kansym.gpt.ffn import KANFFN, edge_scores
+from kansym.gpt.model import KANGPT
+
+__all__ = ["strongest_edges", "plot_edges"]
+
+
+def _layer(model: KANGPT, layer: int, part: str):
+    if not 0 <= layer < model.config.n_layer:
+        raise ConfigError(f"layer {layer} does not exist; the model has layers 0..{model.config.n_layer - 1}")
+    ffn = model.blocks[layer].ffn
+    if not isinstance(ffn, KANFFN):
+        kans = [i for i, _ in model.kan_ffns()]
+        raise ConfigError(f"layer {layer} has an MLP feed-forward block; KAN layers are {kans or 'none'}")
+    if part not in ("fc", "proj"):
+        raise ConfigError(f"part must be 'fc' (C -> h) or 'proj' (h -> C), got {part!r}")
+    return getattr(ffn, part)
+
+
+@torch.no_grad()
+def strongest_edges(model: KANGPT, layer: int, part: str = "fc", top: int = 16) -> list[tuple[int, int, float]]:
+    """The ``top`` live edges of a KAN FFN layer with the largest weight-based score.
+
+    Returns
+    -------
+    list of (i_in, j_out, score)
+        Strongest first; ``score`` as in :func:`kansym.gpt.ffn.edge_scores`.
+    """
+    kan = _layer(model, layer, part)
+    scores = edge_scores(kan)  # (out, in)
+    k = min(top, scores.numel())
+    values, flat = torch.topk(scores.flatten(), k)
+    n_in = scores.shape[1]
+    return [(int(f) % n_in, int(f) // n_in, float(v)) for v, f in zip(values, flat) if v > 0]
+
+
+@torch.no_grad()
+def plot_edges(
+    model: KANGPT,
+    layer: int,
+    path: str | os.PathLike[str],
+    *,
+    part: str = "fc",
+    top: int = 16,
+    points: int = 200,
+) -> Path:
+    """Save a grid of the strongest edge functions ``phi_ji`` of one KAN FFN layer as an image.
+
+    Each panel shows ``phi_ji(x)`` over the basis range ``config.kan_grid_range``,
+    titled with the edge id ``(layer, i_in, j_out)`` and its score.
+
+    Parameters
+    ----------
+    model : KANGPT
+    layer : int
+        Block index; its FFN must be a KAN.
+    path : output file (PNG, SVG or PDF by extension)
+    part : {"fc", "proj"}
+        First (``C -> h``) or second (``h -> C``) KAN layer of the FFN.
+    top : int
+        Number of panels.
+    points : int
+        Samples per curve.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    ConfigError
+        Unknown layer, an MLP layer, or an unknown part.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kan = _layer(model, layer, part)
+    edges = strongest_edges(model, layer, part, top)
+    low, high = model.config.kan_grid_range
+    param = next(kan.parameters())
+    xs = torch.linspace(low, high, points, dtype=param.dtype, device=param.device)  # (P,)
+    x = xs[:, None].expand(points, kan.in_features).contiguous()  # (P, in)
+    phi = kan.edge_outputs(x).float().cpu()  # (P, out, in)
+    cols = max(1, math.ceil(math.sqrt(len(edges))))
+    rows = max(1, math.ceil(len(edges) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols, 1.9 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.set_axis_off()
+    for ax, (i, j, score) in zip(axes.flat, edges):
+        ax.set_axis_on()
+        ax.plot(xs.float().cpu().numpy(), phi[:, j, i].numpy(), lw=1.5)
+        ax.set_title(f"({layer}, {i}, {j})  {score:.3g}", fontsize=8)
+        ax.tick_params(labelsize=6)
+    fig.suptitle(f"layer {layer} {part}: strongest edges (layer, i_in, j_out) score", fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
