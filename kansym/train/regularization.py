@@ -1,0 +1,147 @@
+"""Sparsity regularisation of KANs: L1 of the edge functions plus their entropy.
+
+Source: Liu et al. 2024, "KAN: Kolmogorov–Arnold Networks", arXiv:2404.19756,
+§2.5.1, eqs. 2.17–2.20 (DESIGN.md §3):
+
+- ``|phi|_1 = (1 / N) sum_s |phi(x_s)|`` (eq. 2.17), the mean magnitude of an
+  edge function on the samples;
+- ``|Phi|_1 = sum_ij |phi_ij|_1`` (eq. 2.18), the L1 norm of a layer;
+- ``S(Phi) = -sum_ij p_ij log p_ij`` with ``p_ij = |phi_ij|_1 / |Phi|_1`` (eq. 2.19);
+- ``reg = sum_l mu1 |Phi_l|_1 + mu2 S(Phi_l)`` (eq. 2.20), added to the prediction
+  loss with weight ``lamb`` by :func:`kansym.train.fit.fit`.
+
+:func:`regularization` uses sampled activations (a :class:`kansym.nn.KANTrace`), as the
+paper does. :func:`weight_regularization` replaces ``|phi_ij|_1`` by the weight proxy
+``mean_k |c_ijk| * |w_s,ij|`` so that models too large for a ``(batch, out, in)``
+activation tensor (KAN-GPT) can be sparsified too; it ignores the residual weights
+``w_b`` (as efficient-kan's regulariser does) and does not depend on the data.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kansym.errors import ConfigError
+from kansym.nn.kan import KAN, KANTrace
+
+__all__ = ["edge_l1", "edge_weight_l1", "layer_penalty", "regularization", "weight_regularization"]
+
+
+def edge_l1(trace: KANTrace) -> list[torch.Tensor]:
+    """Mean magnitude of every edge function on the traced samples.
+
+    Parameters
+    ----------
+    trace : KANTrace
+        Activations of a batch, from :meth:`kansym.nn.KAN.trace`.
+
+    Returns
+    -------
+    list of Tensor (out, in)
+        One per layer: ``|phi_ij|_1 = mean_s |phi_ij(x_s)|`` (KAN paper eq. 2.17);
+        differentiable, and masked edges give exactly 0 with a 0 gradient.
+    """
+    return [layer.edges.abs().mean(dim=0) for layer in trace.layers]
+
+
+def edge_weight_l1(model: KAN) -> list[torch.Tensor]:
+    """Data-free proxy of ``|phi_ij|_1``: ``mean_k |c_ijk| * |w_s,ij|`` per live edge.
+
+    Parameters
+    ----------
+    model : KAN
+
+    Returns
+    -------
+    list of Tensor (out, in)
+        One per layer; masked edges are 0.
+    """
+    return [
+        layer.coef.abs().mean(dim=-1) * layer.scale_sp.abs() * layer.mask  # (out, in)
+        for layer in model.layers
+    ]
+
+
+def layer_penalty(scores: torch.Tensor, *, mu1: float = 1.0, mu2: float = 1.0) -> torch.Tensor:
+    """``mu1 |Phi|_1 + mu2 S(Phi)`` of one layer from its edge magnitudes.
+
+    Parameters
+    ----------
+    scores : Tensor (out, in)
+        Non-negative ``|phi_ij|_1`` of the layer's edges.
+    mu1, mu2 : float
+        Weights of the L1 and entropy terms (KAN paper eq. 2.20).
+
+    Returns
+    -------
+    Tensor (scalar)
+
+    Notes
+    -----
+    ``0 log 0`` is taken as 0 and the gradient stays finite (zero) for edges whose
+    magnitude is exactly 0, such as masked ones; a layer whose edges are all 0 has
+    entropy 0.
+    """
+    total = scores.sum()
+    p = scores / total.clamp_min(torch.finfo(scores.dtype).tiny)  # (out, in)
+    positive = p > 0
+    safe = torch.where(positive, p, torch.ones_like(p))
+    entropy = -torch.where(positive, p * torch.log(safe), torch.zeros_like(p)).sum()
+    return mu1 * total + mu2 * entropy
+
+
+def _check(mu1: float, mu2: float) -> None:
+    if mu1 < 0 or mu2 < 0:
+        raise ConfigError(f"mu1 and mu2 must be >= 0, got mu1={mu1}, mu2={mu2}")
+
+
+def regularization(trace: KANTrace, *, mu1: float = 1.0, mu2: float = 1.0) -> torch.Tensor:
+    """Sparsity penalty of a traced KAN, ``sum_l mu1 |Phi_l|_1 + mu2 S(Phi_l)``.
+
+    Parameters
+    ----------
+    trace : KANTrace
+        Activations of the (training) batch.
+    mu1, mu2 : float
+        Weights of the L1 and entropy terms (KAN paper eqs. 2.18–2.20).
+
+    Returns
+    -------
+    Tensor (scalar)
+        Differentiable with respect to the model's parameters.
+
+    Raises
+    ------
+    ConfigError
+        If ``mu1`` or ``mu2`` is negative.
+    """
+    _check(mu1, mu2)
+    terms = [layer_penalty(s, mu1=mu1, mu2=mu2) for s in edge_l1(trace)]
+    return torch.stack(terms).sum()
+
+
+def weight_regularization(model: KAN, *, mu1: float = 1.0, mu2: float = 1.0) -> torch.Tensor:
+    """The weight-based sparsity penalty (no activations needed).
+
+    Same aggregation as :func:`regularization` with ``|phi_ij|_1`` replaced by
+    :func:`edge_weight_l1` (``mean_k |c_ijk| * |w_s,ij|``); meant for models whose
+    ``(batch, out, in)`` edge activations do not fit in memory.
+
+    Parameters
+    ----------
+    model : KAN
+    mu1, mu2 : float
+        Weights of the L1 and entropy terms.
+
+    Returns
+    -------
+    Tensor (scalar)
+
+    Raises
+    ------
+    ConfigError
+        If ``mu1`` or ``mu2`` is negative.
+    """
+    _check(mu1, mu2)
+    terms = [layer_penalty(s, mu1=mu1, mu2=mu2) for s in edge_weight_l1(model)]
+    return torch.stack(terms).sum()

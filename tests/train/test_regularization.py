@@ -1,0 +1,79 @@
+import math
+
+import pytest
+import torch
+
+from kansym.errors import ConfigError
+from kansym.nn import KAN, KANConfig
+from kansym.train.regularization import edge_l1, edge_weight_l1, regularization, weight_regularization
+
+
+def _two_edge_kan():
+    """KAN (2, 1): edge 0 is the constant 2 (spline only), edge 1 is silu(x) (residual only)."""
+    model = KAN(KANConfig(width=(2, 1), grid_size=5, spline_order=3)).double()
+    with torch.no_grad():
+        model.layers[0].scale_sp.fill_(1.0)
+        model.layers[0].scale_base.copy_(torch.tensor([[0.0, 1.0]]))
+        model.layers[0].coef.zero_()
+        model.layers[0].coef[0, 0] = 2.0  # B-splines sum to 1 inside the grid
+    return model
+
+
+X = torch.tensor([[0.5, 0.5], [-0.5, -0.5]], dtype=torch.float64)
+
+
+def test_edge_l1_by_hand():
+    l1 = edge_l1(_two_edge_kan().trace(X))
+    assert len(l1) == 1 and l1[0].shape == (1, 2)
+    silu_mean = (0.5 / (1 + math.exp(-0.5)) + 0.5 / (1 + math.exp(0.5))) / 2  # mean |silu(+-0.5)| = 0.25
+    torch.testing.assert_close(l1[0], torch.tensor([[2.0, silu_mean]], dtype=torch.float64))
+
+
+def test_regularization_matches_hand_computation():
+    trace = _two_edge_kan().trace(X)
+    # |phi|_1 = [2, 0.25] -> |Phi|_1 = 2.25, p = [8/9, 1/9]
+    entropy = -(8 / 9 * math.log(8 / 9) + 1 / 9 * math.log(1 / 9))  # 0.348832...
+    assert abs(entropy - 0.348832) < 1e-6
+    assert regularization(trace).item() == pytest.approx(2.25 + entropy, abs=1e-12)
+    assert regularization(trace, mu1=2.0, mu2=0.5).item() == pytest.approx(4.5 + 0.5 * entropy, abs=1e-12)
+    assert regularization(trace, mu1=0.0, mu2=1.0).item() == pytest.approx(entropy, abs=1e-12)
+
+
+def test_masked_edge_is_gradient_safe():
+    model = _two_edge_kan()
+    with torch.no_grad():
+        model.layers[0].mask[0, 1] = 0.0
+    reg = regularization(model.trace(X))
+    # one live edge: |Phi|_1 = 2, entropy 0
+    assert reg.item() == pytest.approx(2.0, abs=1e-12)
+    reg.backward()
+    for p in model.parameters():
+        assert torch.isfinite(p.grad).all()
+    assert float(model.layers[0].coef.grad[0, 1].abs().sum()) == 0.0
+    assert float(model.layers[0].scale_base.grad[0, 1]) == 0.0
+
+
+def test_all_zero_layer_gives_zero_and_finite_gradients():
+    model = _two_edge_kan()
+    with torch.no_grad():
+        model.layers[0].mask.zero_()
+    reg = regularization(model.trace(X))
+    reg.backward()
+    assert reg.item() == 0.0
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_weight_regularization_by_hand():
+    model = _two_edge_kan()
+    with torch.no_grad():
+        model.layers[0].coef[0, 1] = -1.0
+        model.layers[0].scale_sp.copy_(torch.tensor([[0.5, 2.0]]))
+    # mean |c| * |w_s| = [2 * 0.5, 1 * 2] = [1, 2]
+    torch.testing.assert_close(edge_weight_l1(model)[0], torch.tensor([[1.0, 2.0]], dtype=torch.float64))
+    entropy = -(1 / 3 * math.log(1 / 3) + 2 / 3 * math.log(2 / 3))
+    assert weight_regularization(model, mu1=1.0, mu2=1.0).item() == pytest.approx(3.0 + entropy, abs=1e-12)
+
+
+def test_negative_mu_raises():
+    with pytest.raises(ConfigError):
+        regularization(_two_edge_kan().trace(X), mu1=-1.0)
