@@ -1,0 +1,134 @@
+import math
+
+import pytest
+import torch
+
+from kansym.errors import ConfigError, FitError
+from kansym.nn import KAN, KANConfig
+from kansym.train.fit import FitResult, TrainConfig, finetune, fit
+
+
+def _sine(n=200, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, 1, generator=gen) * 2 - 1
+    return x, torch.sin(math.pi * x)
+
+
+DENSE = TrainConfig(lamb=0.0, steps=15, stop_grid_update_step=10, num_threads=1)
+
+
+def test_learns_a_1d_function():
+    x, y = _sine()
+    result = fit(KAN(KANConfig(width=(1, 1), grid_size=10)), x, y, DENSE, progress=False)
+    assert isinstance(result, FitResult)
+    assert result.history.val_loss[-1] < 1e-4
+    assert len(result.history.step) == DENSE.steps
+    assert all(math.isnan(r) for r in result.history.reg)  # lamb = 0: no trace
+    pred = result.model(x).detach()
+    assert float(torch.mean((pred - y) ** 2)) < 1e-4
+
+
+def test_sparsified_fit_records_reg():
+    x, y = _sine()
+    cfg = TrainConfig(steps=3, lamb=0.01, num_threads=1)
+    result = fit(KAN(KANConfig(width=(1, 2, 1))), x, y, cfg, progress=False)
+    assert all(math.isfinite(r) and r > 0 for r in result.history.reg)
+
+
+def test_input_model_unchanged_and_same_seed_same_state():
+    x, y = _sine()
+    model = KAN(KANConfig(width=(1, 3, 1), seed=1))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    cfg = TrainConfig(steps=4, lamb=0.01, num_threads=1)
+    a = fit(model, x, y, cfg, progress=False)
+    b = fit(model, x, y, cfg, progress=False)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    for k, v in a.model.state_dict().items():
+        assert torch.equal(v, b.model.state_dict()[k]), k
+    assert not torch.equal(a.model.layers[0].coef, model.layers[0].coef)
+
+
+def test_early_stopping_restores_the_best_state():
+    # pure noise on a fine grid: the validation loss rises once the model overfits
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(60, 1, generator=gen) * 2 - 1
+    y = torch.randn(60, 1, generator=gen)
+    cfg = TrainConfig(
+        optimizer="adam", lr=0.05, steps=300, lamb=0.0, grid_update_every=0, val_fraction=0.5, patience=5, seed=3
+    )
+    result = fit(KAN(KANConfig(width=(1, 1), grid_size=30)), x, y, cfg, progress=False)
+    hist = result.history
+    assert result.stopped_early and len(hist.step) < cfg.steps
+    best = min(range(len(hist.val_loss)), key=hist.val_loss.__getitem__)
+    assert result.best_step == best < len(hist.step) - 1
+    # the returned model is the best one: recompute its validation loss on the same split
+    perm = torch.randperm(60, generator=torch.Generator().manual_seed(3))
+    val = perm[:30]
+    with torch.no_grad():
+        val_loss = float(torch.mean((result.model(x[val]) - y[val]) ** 2))
+    assert val_loss == pytest.approx(hist.val_loss[best], rel=1e-5)
+    assert val_loss < hist.val_loss[-1]
+
+
+def test_non_finite_loss_raises_fit_error_with_partial_result():
+    x, y = _sine(50)
+    y = y.clone()
+    y[3] = float("inf")
+    with pytest.raises(FitError) as info:
+        fit(KAN(KANConfig(width=(1, 1))), x, y, TrainConfig(steps=3, lamb=0.0, val_fraction=0.0), progress=False)
+    assert isinstance(info.value.result, FitResult)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"lamb": -0.1},
+        {"steps": 0},
+        {"optimizer": "sgd"},
+        {"val_fraction": 1.0},
+        {"patience": 3, "val_fraction": 0.0},
+        {"batch_size": 32},  # LBFGS needs the full batch
+        {"mu2": -1.0},
+        {"lr": 0.0},
+        {"device": "no-such-device"},
+    ],
+)
+def test_invalid_config_raises(changes):
+    with pytest.raises(ConfigError):
+        TrainConfig(**changes)
+
+
+def test_config_round_trip_and_unknown_keys():
+    cfg = TrainConfig(optimizer="adam", lr=1e-2, batch_size=16, patience=4)
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ConfigError):
+        TrainConfig.from_dict({"lambda": 1.0})
+
+
+def test_shape_mismatch_raises():
+    x, y = _sine(20)
+    with pytest.raises(ConfigError):
+        fit(KAN(KANConfig(width=(2, 1))), x, y, DENSE, progress=False)
+    with pytest.raises(ConfigError):
+        fit(KAN(KANConfig(width=(1, 1))), x, y[:10], DENSE, progress=False)
+
+
+def test_adam_minibatch_and_thread_setting_restored():
+    x, y = _sine()
+    threads = torch.get_num_threads()
+    cfg = TrainConfig(optimizer="adam", lr=0.02, steps=20, batch_size=32, lamb=0.0, num_threads=1)
+    result = fit(KAN(KANConfig(width=(1, 1))), x, y, cfg, progress=False)
+    assert result.history.train_loss[-1] < result.history.train_loss[0]
+    assert torch.get_num_threads() == threads
+
+
+def test_finetune_extends_the_grid():
+    x, y = _sine()
+    model = KAN(KANConfig(width=(1, 1), grid_size=3))
+    result = finetune(model, x, y, grid_size=12, config=DENSE, progress=False)
+    assert result.model.layers[0].grid_size == 12
+    assert result.model.config.grid_size == 12
+    assert model.layers[0].grid_size == 3
+    with pytest.raises(ConfigError):
+        finetune(model, x, y, grid_size=0, progress=False)
