@@ -67,7 +67,8 @@ class TrainConfig:
         Share of the rows held out for validation, in [0, 1).
     patience : int or None
         Early stopping: stop after this many steps without a better validation
-        objective and restore the best state (needs ``val_fraction > 0``).
+        objective (validation MSE, plus ``lamb * reg`` of the training rows when
+        ``lamb > 0``) and restore the best state (needs ``val_fraction > 0``).
         None trains all ``steps`` and keeps the last state.
     batch_size : int or None
         Rows per Adam step; None is the full batch (required by LBFGS).
@@ -271,9 +272,10 @@ def fit(
         restored, and that partial :class:`FitResult` is attached as ``error.result``.
     """
     config = TrainConfig() if config is None else config
+    if config.num_threads is None:
+        return _fit(model, x, y, config, progress)
     threads = torch.get_num_threads()
-    if config.num_threads is not None:
-        torch.set_num_threads(config.num_threads)
+    torch.set_num_threads(config.num_threads)
     try:
         return _fit(model, x, y, config, progress)
     finally:
@@ -386,8 +388,11 @@ def finetune(
     """Polish a (pruned) model without sparsity, optionally on a finer grid.
 
     The grid is first extended to ``grid_size`` intervals on the inputs (KAN paper
-    §2.4, grid extension), then :func:`fit` runs with ``config`` (default: 50 LBFGS
-    steps, ``lamb = 0``, grid updates every 5 steps during the first 20).
+    §2.4, grid extension), then :func:`fit` runs with ``config`` (default:
+    ``TrainConfig(lamb=0.0, stop_grid_update_step=20)``: 20 LBFGS steps without
+    sparsity, grid updates every 5 steps throughout). On the hello world, the pruned
+    ``(2, 1, 1)`` model polished on ``grid_size=10`` reaches validation MSE 1e-5..1e-7
+    (standardised units).
 
     Parameters
     ----------
