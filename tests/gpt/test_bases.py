@@ -46,3 +46,16 @@ def test_same_generator_same_layer():
 def test_unknown_basis():
     with pytest.raises(ConfigError, match="basis"):
         make_kan_layer("wavelet", 2, 2)
+
+
+@pytest.mark.parametrize("order", [0, 1, 2, 3, 4])
+def test_fast_bspline_equals_cox_de_boor_and_has_exact_gradients(order):
+    from kansym.nn.bases import BSplineKANLayer
+    from kansym.nn.spline import bspline_basis, make_grid
+
+    layer = BSplineKANLayer(3, 2, 4, order, grid_range=(-2.0, 2.0)).double()
+    x = torch.linspace(-5, 5, 301, dtype=torch.float64)[:, None].repeat(1, 3)  # inside and outside the grid
+    ref = bspline_basis(x, make_grid(-2.0, 2.0, 4, order, 3, dtype=torch.float64), order)
+    torch.testing.assert_close(layer.basis(x), ref, atol=1e-12, rtol=0)
+    sample = (torch.rand(12, 3, dtype=torch.float64) * 8 - 4).requires_grad_()
+    assert torch.autograd.gradcheck(layer.basis, (sample,))

@@ -1,0 +1,155 @@
+"""MLP-GPT vs parameter-matched KAN-GPT vs a hybrid, in nanoGPT's char-level CPU recipe.
+
+Every model trains with the same seed, hence the same data order and eval batches
+(block 64, batch 12, 4 layers, 4 heads, n_embd 128, 2000 iterations, lr 1e-3, dropout
+0, eval on 20 batches). Each run is a separate process so that peak memory is its
+own. Reported per model: parameters, val loss at equal iterations (the end), val loss
+at equal wall time (the shortest run's training time; linear interpolation between
+evaluations), mean step time and its ratio to the MLP's, tokens/s, peak memory.
+Training time excludes evaluations. The machines are shared: compare ratios from one
+run, not absolute seconds.
+
+Usage::
+
+    python bench/gpt.py --text ../shared/data/shakespeare.txt --out bench/results/gpt
+    python bench/gpt.py --max-iters 20 --eval-interval 10 --eval-iters 2   # smoke run
+
+Prints one JSON line per model, then a Markdown table (also written to ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+MODELS = {
+    "mlp": "mlp",
+    "kan": "kan",
+    "hybrid": "mlp,kan,kan,mlp",
+}
+NANOGPT_REFERENCE = "nanoGPT on this machine (same recipe, 90/10 split, 20 eval batches): val 1.825 at 2000 iters, 0.80 M params, 138 s"
+
+
+def run_one(args: argparse.Namespace) -> dict:
+    """Train one model in this process and return its measurements."""
+    import torch
+
+    from kansym.gpt.config import GPTTrainConfig, KANGPTConfig
+    from kansym.gpt.checkpoint import load_gpt
+    from kansym.gpt.train import train
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    name = args.one
+    model_config = KANGPTConfig(
+        block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0, ffn=MODELS[name],
+        kan_basis=args.basis, seed=args.seed,
+    )
+    config = GPTTrainConfig(
+        max_iters=args.max_iters, batch_size=12, lr=1e-3, min_lr=1e-4, warmup_iters=min(100, args.max_iters // 10),
+        eval_interval=args.eval_interval, eval_iters=args.eval_iters, seed=args.seed, device=args.device,
+    )
+    out_dir = Path(args.out) / name
+    result = train(model_config, config, args.text, out_dir, overwrite=True)
+    params = load_gpt(out_dir / "last.pt").model.num_params()
+    if args.device.startswith("cuda"):
+        peak_mb = torch.cuda.max_memory_allocated() / 2**20
+    else:
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    last = result.history[-1]
+    return {
+        "model": name,
+        "ffn": MODELS[name],
+        "kan_hidden": list(model_config.kan_hidden),
+        "params": params,
+        "iters": result.iter,
+        "val_loss": last["val_loss"],
+        "train_loss": last["train_loss"],
+        "best_val_loss": result.best_val_loss,
+        "train_s": last["elapsed_s"],
+        "step_ms": 1000 * last["elapsed_s"] / result.iter,
+        "tokens_per_s": result.iter * 12 * 64 / last["elapsed_s"],
+        "peak_mem_mb": peak_mb,
+        "curve": [[r["iter"], r["elapsed_s"], r["val_loss"]] for r in result.history],
+        "threads": torch.get_num_threads(),
+        "device": args.device,
+        "seed": args.seed,
+    }
+
+
+def loss_at_time(curve: list, t: float) -> float:
+    """Val loss at training time ``t`` by linear interpolation of ``(iter, elapsed_s, val_loss)`` rows."""
+    prev = None
+    for _, s, v in curve:
+        if s >= t:
+            if prev is None:
+                return v
+            s0, v0 = prev
+            return v0 + (v - v0) * (t - s0) / max(s - s0, 1e-12)
+        prev = (s, v)
+    return curve[-1][2]
+
+
+def table(rows: list[dict]) -> str:
+    t_equal = min(r["train_s"] for r in rows)
+    base = next((r for r in rows if r["model"] == "mlp"), rows[0])
+    lines = [
+        f"Equal wall time: {t_equal:.1f} s of training (the shortest run).",
+        "",
+        "| model | FFN | KAN hidden | params | val loss @ iters | val loss @ equal time | step ms | step / MLP | tokens/s | peak MB |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        hidden = ",".join(str(h) for h in r["kan_hidden"] if h) or "-"
+        lines.append(
+            f"| {r['model']} | {r['ffn']} | {hidden} | {r['params'] / 1e6:.3f} M | {r['val_loss']:.4f} @ {r['iters']} "
+            f"| {loss_at_time(r['curve'], t_equal):.4f} | {r['step_ms']:.1f} | {r['step_ms'] / base['step_ms']:.2f}x "
+            f"| {r['tokens_per_s']:.0f} | {r['peak_mem_mb']:.0f} |"
+        )
+    lines += ["", f"Reference: {NANOGPT_REFERENCE}."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--text", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "shakespeare.txt"))
+    p.add_argument("--out", default="bench/results/gpt", help="Run directories, results.jsonl and table.md.")
+    p.add_argument("--models", default="mlp,kan,hybrid", help=f"Comma-separated subset of {', '.join(MODELS)}.")
+    p.add_argument("--basis", default="bspline")
+    p.add_argument("--max-iters", type=int, default=2000)
+    p.add_argument("--eval-interval", type=int, default=100)
+    p.add_argument("--eval-iters", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=0, help="torch threads per run (0: torch's default).")
+    p.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+
+    if args.one:
+        print(json.dumps(run_one(args)))
+        return
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    passthrough = [a for a in (argv if argv is not None else sys.argv[1:])]
+    for name in args.models.split(","):
+        if name not in MODELS:
+            p.error(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
+        proc = subprocess.run([sys.executable, __file__, *passthrough, "--one", name], capture_output=True, text=True)
+        if proc.returncode:
+            sys.exit(f"{name} failed:\n{proc.stderr[-2000:]}")
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    md = table(rows)
+    (out / "table.md").write_text(md + "\n")
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
