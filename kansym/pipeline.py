@@ -28,6 +28,7 @@ from kansym.prune.prune import PruneResult, prune
 from kansym.prune.scores import edge_scores
 from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
 from kansym.symbolic.library import get_library
+from kansym.symbolic.occam import simplify_edges
 from kansym.symbolic.refine import refine
 from kansym.symbolic.verify import Fidelity, fidelity
 from kansym.train.fit import TrainConfig, fit
@@ -62,6 +63,8 @@ class DiscoverConfig:
         Primitive names (None = the whole library).
     r2_threshold : float
         Per-edge R² an edge's primitive must reach.
+    simplify_edges : bool
+        Try simpler primitives per edge in the whole formula (:mod:`kansym.symbolic.occam`).
     seed : int
     device : str
     dtype : {"float64", "float32"}
@@ -77,6 +80,7 @@ class DiscoverConfig:
     space: str = "auto"
     library: tuple[str, ...] | None = None
     r2_threshold: float = 0.999
+    simplify_edges: bool = True
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float64"
@@ -203,7 +207,7 @@ def symbolify_bundle(
     """
     x = bundle.x_cal if x is None else x
     y = bundle.y_cal if y is None else y
-    sym, _ = symbolify(
+    sym, candidates = symbolify(
         bundle.model,
         bundle.model_inputs(x).double(),
         bundle.transform,
@@ -213,6 +217,8 @@ def symbolify_bundle(
         r2_threshold=config.r2_threshold,
     )
     symbols = tuple(input_symbols(bundle.input_names, positive=bundle.transform.log_space))
+    if len(bundle.output_names) == 1 and config.simplify_edges:
+        sym, _ = simplify_edges(sym, candidates, symbols, x, y[:, 0])
     y_model = bundle.predict(x)
     loss_space = "log" if bundle.transform.log_space else "linear"
     formulas = []

@@ -47,19 +47,25 @@ class _Problem:
             raise DataError("loss_space='log' needs y > 0 everywhere; use loss_space='linear'.")
         self.log = loss_space == "log"
         expr = sympy.sympify(expr)
+        if self.log:
+            # Fit log f to log y: a power law C * a**p * b**q becomes the linear
+            # log C + p log a + q log b, which least squares solves reliably even
+            # when a and b span tens of orders of magnitude.
+            expr = sympy.expand_log(sympy.log(expr), force=True)
         floats = sorted(expr.atoms(sympy.Float), key=lambda f: (float(f), str(f)))
         self.params = [sympy.Dummy(f"c{i}") for i in range(len(floats))]
         self.expr = expr.xreplace(dict(zip(floats, self.params)))
         self.values = np.array([float(f) for f in floats])
         self._f = sympy.lambdify([*self.symbols, *self.params], self.expr, modules="numpy")
         target = np.log(self.y) if self.log else self.y
+        self._target = target
         self._scale = max(float(np.std(target)), 1e-12 * max(1.0, float(np.max(np.abs(target)))))
 
     def residual(self, values: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
             pred = np.broadcast_to(np.asarray(self._f(*self.X.T, *values), dtype=np.float64),
                                    self.y.shape)
-            r = (np.log(pred) - np.log(self.y)) if self.log else (pred - self.y)
+            r = pred - self._target
         return np.where(np.isfinite(r), r, 1e10 * self._scale)
 
     def error(self, values: np.ndarray) -> float:
@@ -90,7 +96,8 @@ class _Problem:
     def build(self, values: np.ndarray, fixed: dict[int, sympy.Expr] | None = None) -> sympy.Expr:
         fixed = fixed or {}
         sub = {p: fixed.get(i, sympy.Float(v)) for i, (p, v) in enumerate(zip(self.params, values))}
-        return self.expr.xreplace(sub)
+        out = self.expr.xreplace(sub)
+        return sympy.exp(out) if self.log else out
 
 
 def _as_symbols(symbols: Sequence[Any]) -> list[sympy.Symbol]:
