@@ -31,7 +31,7 @@ from kansym.symbolic.library import get_library
 from kansym.symbolic.occam import simplify_edges
 from kansym.symbolic.refine import refine
 from kansym.symbolic.verify import Fidelity, fidelity
-from kansym.train.fit import TrainConfig, fit
+from kansym.train.fit import TrainConfig, finetune, fit
 from kansym.transform import DataTransform, choose_space
 
 __all__ = ["DiscoverConfig", "Discovery", "Formula", "discover", "train_bundle", "symbolify_bundle"]
@@ -50,11 +50,12 @@ class DiscoverConfig:
     grid_size, spline_order : int
         Spline grid of the trained model.
     train : TrainConfig
-        Sparsifying training (lamb > 0).
+        Sparsifying training (lamb > 0); one CPU thread by default (small KANs
+        train fastest that way, and a busy machine does not slow them down).
     theta : float
         Node pruning threshold (KAN paper §2.5.1).
     finetune : TrainConfig
-        Training of the pruned model (lamb = 0).
+        Training of the pruned model (lamb = 0, grid updates throughout).
     finetune_grid_size : int or None
         Grid of the pruned model after extension (None keeps ``grid_size``).
     space : {"auto", "linear", "log"}
@@ -73,9 +74,11 @@ class DiscoverConfig:
     hidden: tuple[int, ...] = (5,)
     grid_size: int = 5
     spline_order: int = 3
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(num_threads=1))
     theta: float = 1e-2
-    finetune: TrainConfig = field(default_factory=lambda: TrainConfig(lamb=0.0))
+    finetune: TrainConfig = field(
+        default_factory=lambda: TrainConfig(lamb=0.0, stop_grid_update_step=20, num_threads=1)
+    )
     finetune_grid_size: int | None = 10
     space: str = "auto"
     library: tuple[str, ...] | None = None
@@ -272,10 +275,14 @@ def discover(
     pruned, result = prune_bundle(trained, config.theta)
     u = torch.as_tensor(trained.transform.inputs(x), dtype=_dtype(config.dtype))
     v = torch.as_tensor(trained.transform.targets(y), dtype=_dtype(config.dtype))
-    model = pruned.model
-    if config.finetune_grid_size and config.finetune_grid_size != model.layers[0].grid_size:
-        model = model.extend_grid(u, config.finetune_grid_size)
-    ft = fit(model, u, v, config.finetune.replace(seed=config.seed, device=config.device), progress=progress)
+    ft = finetune(
+        pruned.model,
+        u,
+        v,
+        grid_size=config.finetune_grid_size,
+        config=config.finetune.replace(seed=config.seed, device=config.device),
+        progress=progress,
+    )
     pruned = pruned.replace_model(ft.model.cpu(), finetune_history=ft.history.to_dict())
     seconds["prune"] = time.perf_counter() - t0
 

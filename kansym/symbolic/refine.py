@@ -27,7 +27,7 @@ from kansym.errors import ConfigError, DataError
 from kansym.symbolic.verify import _timed
 
 __all__ = ["refit_constants", "snap_constant", "snap_constants", "reduce_phases",
-           "simplify_formula", "refine"]
+           "simplify_formula", "refine", "merge_numeric_factors"]
 
 logger = logging.getLogger("kansym")
 
@@ -346,4 +346,26 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         out = snap_constants(out, symbols, X, y, tol=tol, abs_tol=abs_tol, loss_space=loss_space)
     if simplify:
         out = simplify_formula(out)
+    merged = merge_numeric_factors(out)
+    if snap and merged != out:
+        # simplification can leave products such as 0.3183*pi (= 1): snap the merged float
+        out = snap_constants(merged, symbols, X, y, tol=tol, abs_tol=abs_tol, loss_space=loss_space)
+        if simplify:
+            out = simplify_formula(out)
     return refit_constants(out, symbols, X, y, loss_space=loss_space)
+
+
+def merge_numeric_factors(expr: sympy.Expr) -> sympy.Expr:
+    """Fold the numeric factors of every product that holds a float into one float.
+
+    ``0.3183098861837907*pi*x**2`` becomes ``1.0*x**2``; products of exact numbers only
+    (``pi*x/2``) are left alone.
+    """
+    def merge(e: sympy.Expr) -> sympy.Expr:
+        numeric = [f for f in e.args if not f.free_symbols]
+        if len(numeric) < 2 or not any(f.has(sympy.Float) for f in numeric):
+            return e
+        rest = [f for f in e.args if f.free_symbols]
+        return sympy.Mul(sympy.Float(sympy.Mul(*numeric).evalf()), *rest)
+
+    return sympy.sympify(expr).replace(lambda e: e.is_Mul, merge)

@@ -87,3 +87,32 @@ def test_shape_errors():
         refine(x1, [x1, x2], X[:, :1], X[:, 0])
     with pytest.raises(DataError):
         refine(x1, [x1, x2], X, X[:10, 0])
+
+
+def test_merge_numeric_factors_folds_float_times_pi():
+    import sympy
+
+    from kansym.symbolic.refine import merge_numeric_factors
+
+    x = sympy.Symbol("x")
+    merged = merge_numeric_factors(sympy.Float(1 / np.pi) * sympy.pi * x**2)
+    floats = list(merged.atoms(sympy.Float))
+    assert len(floats) == 1 and abs(float(floats[0]) - 1.0) < 1e-12
+    assert not merged.has(sympy.pi)
+    exact = sympy.pi * x / 2
+    assert merge_numeric_factors(exact) == exact
+
+
+def test_refine_snaps_a_coefficient_left_as_float_times_pi():
+    # regression: the hello-world run on seed 0 printed exp(0.3183098861838*pi*x2**2 + sin(pi*x1))
+    import sympy
+
+    from kansym.symbolic.refine import refine
+
+    x1, x2 = sympy.symbols("x1 x2", real=True)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (500, 2))
+    y = np.exp(np.sin(np.pi * X[:, 0]) + X[:, 1] ** 2)
+    start = sympy.exp(sympy.Float(0.31830988618381) * sympy.pi * x2**2 + sympy.sin(sympy.pi * x1))
+    out = refine(start, [x1, x2], X, y)
+    assert sympy.simplify(out - sympy.exp(sympy.sin(sympy.pi * x1) + x2**2)) == 0
