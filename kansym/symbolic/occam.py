@@ -17,6 +17,7 @@ equation table (Cranmer 2023, arXiv:2305.01582) and the KAN paper's interactive
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
@@ -91,6 +92,9 @@ def simplify_edges(
     *,
     floor: float = 1e-6,
     min_r2: float = 0.5,
+    max_alternatives: int = 4,
+    max_rows: int = 500,
+    time_budget: float = 20.0,
 ) -> tuple[SymbolicKAN, list[Candidate]]:
     """Greedily give edges simpler primitives while the data error allows it.
 
@@ -115,6 +119,12 @@ def simplify_edges(
         Normalised error below which fits count as equally good.
     min_r2 : float
         Candidates whose per-edge R² is below this are not tried.
+    max_alternatives : int
+        At most this many simpler primitives are tried per edge.
+    max_rows : int
+        Trials are compared on a seeded subsample of at most this many rows.
+    time_budget : float
+        Seconds after which no new trial starts (the best formula so far is kept).
 
     Returns
     -------
@@ -123,17 +133,21 @@ def simplify_edges(
     """
     log_space = sym.transform.log_space
     loss = "log" if log_space else "linear"
+    n = int(y.shape[0])
+    if n > max_rows:  # trials are compared on a fixed subsample; the final refine uses all rows
+        idx = np.sort(np.random.default_rng(0).choice(n, max_rows, replace=False))
+        x, y, n = x[idx], y[idx], max_rows
+    deadline = time.perf_counter() + time_budget
 
     def evaluate(s: SymbolicKAN) -> tuple[sympy.Expr, float]:
         raw = s.expressions(symbols)[0]
+        k = len(raw.atoms(sympy.Float))
         try:
-            expr = refit_constants(raw, symbols, x, y, loss_space=loss)
+            expr = refit_constants(raw, symbols, x, y, loss_space=loss, max_nfev=30 * (k + 1))
         except (ValueError, ArithmeticError, TypeError) as exc:
             log.debug("refit failed (%s); using the raw composition", exc)
             expr = raw
         return expr, formula_error(expr, symbols, x, y, log_space=log_space)
-
-    n = int(y.shape[0])
 
     def record(s: SymbolicKAN, e: sympy.Expr, r: float, ok: bool) -> None:
         bic = information_criterion(e, r, n, floor=floor)
@@ -163,7 +177,10 @@ def simplify_edges(
             c for c in candidates.get(edge, ())
             if c.complexity < current.complexity and np.isfinite(c.r2) and c.r2 >= min_r2
         ]
-        for alt in sorted(simpler, key=lambda c: (c.complexity, -c.r2)):
+        for alt in sorted(simpler, key=lambda c: (c.complexity, -c.r2))[:max_alternatives]:
+            if time.perf_counter() > deadline:
+                log.info("simplification stopped after %.0f s (time budget)", time_budget)
+                return sym, tried
             trial = replace(sym, edges={**sym.edges, edge: alt})
             t_expr, t_err = evaluate(trial)
             ok = better(t_expr, t_err)

@@ -73,7 +73,7 @@ class _Problem:
         r = self.residual(values)
         return float(np.sqrt(np.mean(r * r))) / self._scale
 
-    def refit(self, values: np.ndarray, free: np.ndarray) -> np.ndarray:
+    def refit(self, values: np.ndarray, free: np.ndarray, max_nfev: int | None = None) -> np.ndarray:
         """Least-squares refit of the parameters where ``free`` is True; never worse."""
         if not free.any():
             return values
@@ -85,7 +85,7 @@ class _Problem:
 
         method = "lm" if self.y.size >= free.sum() else "trf"
         try:
-            sol = least_squares(resid, values[free], method=method, x_scale="jac", max_nfev=200 * (free.sum() + 1))
+            sol = least_squares(resid, values[free], method=method, x_scale="jac", max_nfev=max_nfev or 200 * (free.sum() + 1))
         except (ValueError, FloatingPointError) as exc:  # e.g. a Jacobian full of NaN
             logger.debug("constant refit failed: %s", exc)
             return values
@@ -141,7 +141,7 @@ def _check_data(symbols: list[sympy.Symbol], X: Any, y: Any) -> tuple[np.ndarray
 
 
 def refit_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
-                    loss_space: LossSpace = "linear") -> sympy.Expr:
+                    loss_space: LossSpace = "linear", max_nfev: int | None = None) -> sympy.Expr:
     """Refit every float constant (``sympy.Float`` atom) of ``expr`` on data.
 
     Parameters
@@ -155,6 +155,8 @@ def refit_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     loss_space : {"linear", "log"}
         Residual ``f - y`` or ``log f - log y`` (the latter needs ``y > 0``;
         for targets spanning decades, like Kepler periods).
+    max_nfev : int, optional
+        Cap on residual evaluations (default ``200 * (k + 1)`` for ``k`` constants).
 
     Returns
     -------
@@ -171,7 +173,7 @@ def refit_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     prob = _Problem(expr, symbols, X, y, loss_space)
     if not prob.params:
         return sympy.sympify(expr)
-    return prob.build(prob.refit(prob.values, np.ones(len(prob.params), bool)))
+    return prob.build(prob.refit(prob.values, np.ones(len(prob.params), bool), max_nfev))
 
 
 def snap_constant(v: float, *, rel_tol: float = 1e-2, max_denominator: int = 12,
