@@ -1,0 +1,108 @@
+"""The command line through click's CliRunner: help, bad input, the steps of the pipeline."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from kansym.cli.main import cli
+
+COMMANDS = ["fit", "train", "prune", "symbolify", "graph"]
+
+
+@pytest.fixture()
+def runner():
+    return CliRunner()
+
+
+def _one_line_error(result, needle):
+    assert result.exit_code == 2, result.output
+    err = result.stderr.strip()
+    assert "Traceback" not in result.output
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    assert needle in lines[0]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(runner, command):
+    result = runner.invoke(cli, [command, "--help"])
+    assert result.exit_code == 0
+    assert "Usage: " in result.output
+    assert "--seed" in result.output and "--quiet" in result.output
+
+
+def test_missing_column_is_one_line_error(runner, tmp_path):
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,b,y\n1,2,3\n2,3,4\n3,5,6\n")
+    result = runner.invoke(cli, ["fit", str(csv), "--target", "nope", "-o", str(tmp_path / "out")])
+    _one_line_error(result, "nope")
+    assert not (tmp_path / "out" / "model.pt").exists()
+
+
+def test_missing_file_is_one_line_error(runner, tmp_path):
+    result = runner.invoke(cli, ["fit", str(tmp_path / "absent.csv"), "--target", "y", "-o", str(tmp_path / "o")])
+    _one_line_error(result, "absent.csv")
+
+
+def test_impossible_options_fail_before_work(runner, tmp_path):
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,y\n1,2\n2,3\n3,5\n")
+    _one_line_error(runner.invoke(cli, ["fit", str(csv), "-t", "y", "--theta", "-1", "-o", str(tmp_path / "o")]), "theta")
+    _one_line_error(runner.invoke(cli, ["fit", str(csv), "-t", "y", "--hidden", "0", "-o", str(tmp_path / "o")]), "hidden")
+    _one_line_error(runner.invoke(cli, ["fit", str(csv), "-t", "y", "--lib", "sin,bogus", "-o", str(tmp_path / "o")]), "bogus")
+    _one_line_error(runner.invoke(cli, ["fit", str(csv), "-t", "y", "--device", "cuda:7", "-o", str(tmp_path / "o")]), "cuda")
+    _one_line_error(runner.invoke(cli, ["fit", str(csv), "-t", "y", "--lamb", "-0.1", "-o", str(tmp_path / "o")]), "lamb")
+
+
+def test_corrupt_checkpoint_is_one_line_error(runner, tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"\x00not a checkpoint at all")
+    for command in (["prune", str(bad)], ["symbolify", str(bad)], ["graph", str(bad)]):
+        _one_line_error(runner.invoke(cli, command), "bad.pt")
+    assert bad.read_bytes() == b"\x00not a checkpoint at all"
+
+
+def test_refuses_to_overwrite_a_foreign_file(runner, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "formula.json").write_text("my precious notes")
+    result = runner.invoke(cli, ["fit", "--example", "hello", "-o", str(out), "--steps", "1"])
+    _one_line_error(result, "--force")
+    assert (out / "formula.json").read_text() == "my precious notes"
+
+
+def test_train_prune_symbolify_graph_steps(runner, tmp_path):
+    ckpt = tmp_path / "model.pt"
+    result = runner.invoke(cli, ["train", "--example", "hello", "-o", str(ckpt), "-q"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert info["width"] == [2, 5, 1] and info["space"] == "linear"
+
+    result = runner.invoke(cli, ["prune", str(ckpt), "--theta", "1e-2", "-q"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    pruned = tmp_path / "model-pruned.pt"
+    assert pruned.exists() and report["width_before"] == [2, 5, 1]
+    assert report["width_after"][0] == 2 and report["width_after"][1] < 5
+
+    # pruning again onto the same output needs --force; the first result stays
+    before = pruned.read_bytes()
+    _one_line_error(runner.invoke(cli, ["prune", str(ckpt), "-q"]), "--force")
+    assert pruned.read_bytes() == before
+
+    tex = tmp_path / "f.tex"
+    result = runner.invoke(cli, ["symbolify", str(pruned), "--latex", str(tex), "--json", str(tmp_path / "f.json"), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "R² (data)" in result.stdout and tex.read_text().strip()
+    record = json.loads((tmp_path / "f.json").read_text())
+    assert record["inputs"] == ["x1", "x2"] and record["target"] == "f"
+    assert record["r2_data"] > 0.99
+
+    result = runner.invoke(cli, ["graph", str(pruned), "--format", "graphml", "-o", str(tmp_path / "g.graphml")])
+    assert result.exit_code == 0, result.output
+    import networkx as nx
+
+    g = nx.read_graphml(tmp_path / "g.graphml")
+    assert g.number_of_nodes() == sum(report["width_after"])
