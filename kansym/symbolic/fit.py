@@ -164,6 +164,45 @@ def _opts(kwargs: dict[str, Any]) -> se.Opts:
     return o
 
 
+def _normalise(x: Any) -> tuple[Any, float, float]:
+    """Map ``x`` to [-1, 1]: returns ``(x_n, m, s)`` with ``x = m + s * x_n``.
+
+    Fits run on ``x_n`` so that the (a, b) search ranges mean the same for an edge whose
+    inputs span [-0.05, 0.05] (a hidden node shrunk by the L1 penalty) as for one on
+    [-1, 1]; :func:`_to_input_units` maps the parameters back.
+    """
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)):
+        return x, 0.0, 1.0  # let the fitting code raise its own DataError
+    lo, hi = float(arr.min()), float(arr.max())
+    m, s = (hi + lo) / 2, (hi - lo) / 2
+    if not s > 0:
+        return x, 0.0, 1.0
+    return (arr - m) / s, m, s
+
+
+def _to_input_units(fit: "EdgeFit", m: float, s: float) -> "EdgeFit":
+    """``c f(a x_n + b) + d`` with ``x_n = (x - m) / s``, rewritten in ``x``."""
+    if (m, s) == (0.0, 1.0) or fit.primitive == "0":
+        return fit
+    if fit.prim.inner == "none":  # linear: a = 1, b = 0 stay fixed
+        return EdgeFit(fit.primitive, fit.a, fit.b, fit.c / s, fit.d - fit.c * m / s, fit.r2, fit.p)
+    a, b, c, d = fit.a / s, fit.b - fit.a * m / s, fit.c, fit.d
+    if fit.prim.inner == "shift" and a != 0:
+        # back to the canonical a = ±1: f(a x + b) = k^n f(±x + b/k) with k = |a| for the
+        # homogeneous primitives of degree n; log(a x + b) = log k + log(±x + b/k)
+        k = abs(a)
+        if fit.primitive == "log":
+            d = d + c * math.log(k)
+        else:
+            c = c * k ** _DEGREE.get(fit.primitive, fit.p if fit.p is not None else 1.0)
+        a, b = math.copysign(1.0, a), b / k
+    return EdgeFit(fit.primitive, a, b, c, d, fit.r2, fit.p)
+
+
+_DEGREE = {"x^2": 2.0, "x^3": 3.0, "x^4": 4.0, "1/x": -1.0, "1/x^2": -2.0, "sqrt": 0.5, "abs": 1.0}
+
+
 def fit_primitive(x: Any, y: Any, primitive: str | Primitive, *,
                   a_range: tuple[float, float] = (-10.0, 10.0),
                   b_range: tuple[float, float] = (-10.0, 10.0), n_grid: int = 41,
@@ -178,7 +217,8 @@ def fit_primitive(x: Any, y: Any, primitive: str | Primitive, *,
     primitive : str or Primitive
         The primitive ``f`` (name in :data:`~kansym.symbolic.library.PRIMITIVES`).
     a_range, b_range : (float, float)
-        Search ranges of the inner scale ``a`` (units 1/x) and shift ``b``
+        Search ranges of the inner scale ``a`` and shift ``b``, for ``x`` mapped to
+        [-1, 1] (the returned parameters are in the units of ``x``)
         (sines and cosines search ``b`` over one period instead).
     n_grid : int
         Grid points per axis.
@@ -208,7 +248,8 @@ def fit_primitive(x: Any, y: Any, primitive: str | Primitive, *,
     o = _opts(dict(a_range=a_range, b_range=b_range, n_grid=n_grid, min_arg_span=min_arg_span,
                    max_grid_points=max_grid_points, n_starts=n_starts))
     (prim,) = _resolve(primitive)
-    return EdgeFit(prim.name, *se.fit(prim, se.prepare(x, y, o.max_grid_points), o))
+    xn, m, sc = _normalise(x)
+    return _to_input_units(EdgeFit(prim.name, *se.fit(prim, se.prepare(xn, y, o.max_grid_points), o)), m, sc)
 
 
 def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = None, *,
@@ -258,6 +299,7 @@ def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = 
     """
     o = _opts(options)
     prims = sorted(_resolve(library), key=lambda p: p.complexity)
+    x, m, sc = _normalise(x)
     data = se.prepare(x, y, o.max_grid_points)
     fits: list[EdgeFit] = []
     cleared_at: int | None = None
@@ -289,4 +331,4 @@ def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = 
         polished = EdgeFit(chosen.primitive, *se.fit(chosen.prim, data, o, polish=True))
         if polished.r2 >= chosen.r2:
             fits[fits.index(chosen)] = chosen = polished
-    return chosen, fits
+    return _to_input_units(chosen, m, sc), [_to_input_units(f, m, sc) for f in fits]

@@ -38,7 +38,7 @@ class TrainConfig:
     The defaults are the sparsification recipe that turns the KAN paper's hello
     world (``exp(sin(pi x1) + x2^2)``, inputs in [-1, 1], standardised target) from
     width ``(2, 5, 1)`` into ``(2, 1, 1)`` after :func:`kansym.prune.prune` with
-    ``theta = 1e-2``: 20 LBFGS steps with ``lamb = 0.05``, the L1 term only
+    ``theta = 1e-2``: 20 LBFGS steps with ``lamb = 0.2``, the L1 term only
     (``mu2 = 0``), and grid updates at steps 0 and 5. Grid updates stop early because
     ``|phi|_1`` is not scale invariant: while the next layer's grid follows them, the
     hidden activations can shrink at no cost to the fit, and the L1 term then drives
@@ -91,7 +91,7 @@ class TrainConfig:
     optimizer: str = "lbfgs"
     steps: int = 20
     lr: float = 1.0
-    lamb: float = 0.05
+    lamb: float = 0.2
     mu1: float = 1.0
     mu2: float = 0.0
     grid_update_every: int = 5

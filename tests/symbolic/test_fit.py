@@ -121,3 +121,46 @@ def test_errors():
         fit_primitive(np.array([0.0, np.nan, 1.0]), np.zeros(3), "x")
     with pytest.raises(ConfigError):
         select_edge_fit(X11, X11, n_gird=3)
+
+
+def test_fit_is_scale_invariant_for_shrunk_hidden_nodes():
+    # regression: a hidden node squeezed to [-0.05, 0.05] by the L1 penalty made exp
+    # unfittable (R² = -inf) and a power law with p ~ 230 imitated it instead
+    import numpy as np
+
+    from kansym.symbolic.fit import select_edge_fit
+
+    h = np.linspace(-0.05, 0.04, 400)
+    y = 3.0 * np.exp(25.0 * h) - 1.0
+    chosen, _ = select_edge_fit(h, y)
+    assert chosen.primitive == "exp"
+    np.testing.assert_allclose(chosen.numpy(h), y, rtol=1e-6, atol=1e-6)
+    assert abs(chosen.a - 25.0) < 1e-3
+
+
+def test_fit_far_from_zero_inputs():
+    import numpy as np
+
+    from kansym.symbolic.fit import select_edge_fit
+
+    x = np.linspace(100.0, 101.0, 300)
+    y = np.sin(3.0 * x)
+    chosen, _ = select_edge_fit(x, y)
+    assert chosen.primitive in ("sin", "cos")
+    np.testing.assert_allclose(chosen.numpy(x), y, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["x^2", "x^3", "sqrt", "1/x", "log", "1/x^2", "abs", "x^p"])
+def test_shift_primitives_map_back_to_input_units(name):
+    from kansym.symbolic.fit import fit_primitive
+    from kansym.symbolic.library import PRIMITIVES
+
+    x = np.linspace(2.0, 5.0, 200)
+    p = 1.7 if name == "x^p" else None
+    u = x - 1.0
+    f = PRIMITIVES[name].numpy_fn
+    y = 0.7 * (f(u, p) if p is not None else f(u)) + 0.3
+    fit = fit_primitive(x, y, name)
+    assert fit.r2 > 1 - 1e-9
+    assert abs(fit.a) == 1.0  # canonical form
+    np.testing.assert_allclose(fit.numpy(x), y, rtol=1e-6, atol=1e-8)
