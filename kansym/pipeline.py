@@ -57,7 +57,8 @@ class DiscoverConfig:
     finetune : TrainConfig
         Training of the pruned model (lamb = 0, grid updates throughout).
     finetune_grid_size : int or None
-        Grid of the pruned model after extension (None keeps ``grid_size``).
+        Grid of the pruned model after extension (None keeps ``grid_size``); capped
+        at one interval per 20 rows so that small tables are not overfit.
     space : {"auto", "linear", "log"}
         Units the KAN learns in (see :func:`kansym.transform.choose_space`).
     library : tuple of str or None
@@ -149,6 +150,13 @@ class Discovery:
 
 def _dtype(name: str) -> torch.dtype:
     return torch.float64 if name == "float64" else torch.float32
+
+
+def _finetune_grid(config: DiscoverConfig, n_rows: int) -> int | None:
+    """The polishing grid, never finer than about 20 rows per interval (small tables overfit)."""
+    if not config.finetune_grid_size:
+        return None
+    return max(config.spline_order, min(config.finetune_grid_size, n_rows // 20))
 
 
 def train_bundle(
@@ -279,7 +287,7 @@ def discover(
         pruned.model,
         u,
         v,
-        grid_size=config.finetune_grid_size,
+        grid_size=_finetune_grid(config, x.shape[0]),
         config=config.finetune.replace(seed=config.seed, device=config.device),
         progress=progress,
     )

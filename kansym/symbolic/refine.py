@@ -354,7 +354,18 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         out = snap_constants(merged, symbols, X, y, tol=tol, abs_tol=abs_tol, loss_space=loss_space)
         if simplify:
             out = simplify_formula(out)
-    return refit_constants(out, symbols, X, y, loss_space=loss_space)
+    out = refit_constants(out, symbols, X, y, loss_space=loss_space)
+    return clean_floats(out) if snap else out
+
+
+def clean_floats(expr: sympy.Expr, *, rel_tol: float = 1e-9) -> sympy.Expr:
+    """Replace floats within ``rel_tol`` of a simple value (1.00000000000006 -> 1)."""
+    subs = {}
+    for f in sympy.sympify(expr).atoms(sympy.Float):
+        cands = snap_constant(float(f), rel_tol=rel_tol)
+        if cands:
+            subs[f] = cands[0]
+    return sympy.sympify(expr).xreplace(subs) if subs else expr
 
 
 def merge_numeric_factors(expr: sympy.Expr) -> sympy.Expr:
