@@ -211,7 +211,8 @@ def symbolify(
                 fit, cands = select_edge_fit(xv, yv, lib, r2_threshold=r2_threshold)
                 edges[(layer, i, j)] = fit
                 candidates[(layer, i, j)] = cands
-                log.debug("edge %s: %s (r2=%.6f)", (layer, i, j), fit.primitive, fit.r2)
+                flag = "" if fit.r2 >= r2_threshold or fit.primitive == "0" else f" (below {r2_threshold}: best trade-off)"
+                log.info("edge %d:%d->%d: %s, R² = %.6f%s", layer, i, j, fit.primitive, fit.r2, flag)
     sym = SymbolicKAN(
         width=tuple(model.width),
         edges=edges,

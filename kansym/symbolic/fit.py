@@ -325,7 +325,7 @@ def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = 
         if not finite:
             raise FitError("no primitive of the library fits these samples; widen the library or the ranges.")
         chosen = min(finite, key=lambda f: ((1.0 - f.r2) + complexity_weight * f.complexity, f.complexity))
-        logger.info("no primitive reached r2 >= %g; chose %r (r2=%.4g) by the complexity trade-off",
+        logger.debug("no primitive reached r2 >= %g; chose %r (r2=%.4g) by the complexity trade-off",
                     r2_threshold, chosen.primitive, chosen.r2)
     if data.xs.size < data.x.size and chosen.prim.inner != "none":
         polished = EdgeFit(chosen.primitive, *se.fit(chosen.prim, data, o, polish=True))

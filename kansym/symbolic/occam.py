@@ -168,7 +168,7 @@ def simplify_edges(
         ok = better(t_expr, t_err)
         record(trial, t_expr, t_err, ok)
         if ok:
-            log.info("all edges linear: error %.3g -> %.3g", err, t_err)
+            log.info("simplified: every edge linear (normalised error %.3g -> %.3g)", err, t_err)
             sym, expr, err = trial, t_expr, t_err
     order = sorted(sym.edges, key=lambda k: -sym.edges[k].complexity)
     for edge in order:
@@ -186,7 +186,7 @@ def simplify_edges(
             ok = better(t_expr, t_err)
             record(trial, t_expr, t_err, ok)
             if ok:
-                log.info("edge %s: %s -> %s (error %.3g -> %.3g)", edge, current.primitive, alt.primitive, err, t_err)
+                log.info("simplified: edge %d:%d->%d %s -> %s (normalised error %.3g -> %.3g)", *edge, current.primitive, alt.primitive, err, t_err)
                 sym, expr, err = trial, t_expr, t_err
                 break
     return sym, tried
