@@ -113,7 +113,8 @@ def fit_command(data, target, inputs, example, dropna, hidden, grid_size, steps,
     """Find the law in DATA (a CSV): train a KAN, prune it, symbolify it.
 
     Prints the formula (LaTeX) and its R², and writes OUT_DIR/model.pt,
-    OUT_DIR/pruned.pt, OUT_DIR/formula.json and OUT_DIR/formula.tex.
+    OUT_DIR/pruned.pt, OUT_DIR/formula.json, OUT_DIR/formula.tex and
+    OUT_DIR/graph.json (the pruned network with each edge's score and fit).
 
     \b
     Examples:
@@ -128,7 +129,7 @@ def fit_command(data, target, inputs, example, dropna, hidden, grid_size, steps,
     path, target, input_names = _resolve_data(data, example, target, inputs)
     config = _config(hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, seed, device)
     out = Path(out_dir)
-    prepare_out_dir(out, ["model.pt", "pruned.pt", "formula.json", "formula.tex"], force=force, protect=[path])
+    prepare_out_dir(out, ["model.pt", "pruned.pt", "formula.json", "formula.tex", "graph.json"], force=force, protect=[path])
     table = read_table(path, target, input_names, dropna=dropna)
     for notice in table.notices:
         if not quiet:
@@ -143,11 +144,14 @@ def fit_command(data, target, inputs, example, dropna, hidden, grid_size, steps,
         "data": str(path),
     })
     write_formula_files(out, record)
+    from kansym.graph.io import write_json
+
+    write_json(result.graph, out / "graph.json")
     if not quiet:
         click.echo(f"model: {list(result.trained.model.width)} -> pruned {list(result.prune_result.model.width)} (theta={theta})", err=True)
     print_formulas(result.formulas)
     if not quiet:
-        click.echo(f"wrote {out / 'model.pt'}, {out / 'pruned.pt'}, {out / 'formula.json'}, {out / 'formula.tex'}", err=True)
+        click.echo(f"wrote model.pt, pruned.pt, formula.json, formula.tex, graph.json in {out}", err=True)
 
 
 @click.command("train")

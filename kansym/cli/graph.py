@@ -13,10 +13,11 @@ from kansym.cli.common import check_output_file, common_options, run_safely, set
 @click.argument("checkpoint", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["json", "graphml"]), default="json", show_default=True)
 @click.option("--output", "-o", default=None, type=click.Path(dir_okay=False), help="Output file (default: CHECKPOINT with .graph.json / .graphml).")
+@click.option("--fits", default=None, type=click.Path(dir_okay=False), help="A formula.json (from kansym fit or symbolify --json) whose edge fits are attached to the edges.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @common_options
 @run_safely
-def graph_command(checkpoint, fmt, output, force, seed, device, quiet):
+def graph_command(checkpoint, fmt, output, fits, force, seed, device, quiet):
     """Write CHECKPOINT's network as a networkx graph (node-link JSON or GraphML).
 
     Nodes are (layer, index) with CSV names on inputs and outputs; edges carry
@@ -33,6 +34,32 @@ def graph_command(checkpoint, fmt, output, force, seed, device, quiet):
     check_output_file(out, force=force, protect=[src])
     bundle = ModelBundle.load(src)
     scores = edge_scores(bundle.model, bundle.model_inputs())
-    graph = to_networkx(bundle.model, input_names=bundle.input_names, output_names=bundle.output_names, edge_scores=scores)
+    edge_fits = _read_fits(Path(fits)) if fits else None
+    graph = to_networkx(
+        bundle.model,
+        input_names=bundle.input_names,
+        output_names=bundle.output_names,
+        edge_scores=scores,
+        edge_fits=edge_fits,
+    )
     (write_json if fmt == "json" else write_graphml)(graph, out)
     click.echo(f"wrote {out} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
+
+
+def _read_fits(path: Path) -> dict:
+    """Edge fits ``{(layer, i, j): EdgeFit}`` from a formula JSON record."""
+    import json
+
+    from kansym.errors import DataError
+    from kansym.symbolic.fit import EdgeFit
+
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        out = {}
+        for edge in record["edges"]:
+            edge = dict(edge)
+            key = tuple(int(v) for v in edge.pop("id"))
+            out[key] = EdgeFit.from_dict(edge)
+        return out
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{path} is not a kansym formula.json with edge fits ({type(exc).__name__})") from exc

@@ -106,3 +106,20 @@ def test_train_prune_symbolify_graph_steps(runner, tmp_path):
 
     g = nx.read_graphml(tmp_path / "g.graphml")
     assert g.number_of_nodes() == sum(report["width_after"])
+
+
+def test_graph_attaches_edge_fits_and_rejects_a_bad_fits_file(runner, tmp_path):
+    ckpt = tmp_path / "m.pt"
+    assert runner.invoke(cli, ["train", "--example", "hello", "-o", str(ckpt), "-q", "--steps", "3"]).exit_code == 0
+    fits = tmp_path / "f.json"
+    assert runner.invoke(cli, ["symbolify", str(ckpt), "--json", str(fits), "-q"]).exit_code == 0
+    out = tmp_path / "g.json"
+    result = runner.invoke(cli, ["graph", str(ckpt), "--fits", str(fits), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    graph = json.loads(out.read_text())
+    record = json.loads(fits.read_text())
+    prims = {tuple(e["id"]): e["primitive"] for e in graph["edges"] if "primitive" in e}
+    assert prims == {tuple(e["id"]): e["primitive"] for e in record["edges"]}
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    _one_line_error(runner.invoke(cli, ["graph", str(ckpt), "--fits", str(bad), "-o", str(tmp_path / "g2.json")]), "bad.json")
