@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import click
 
+from kansym.io.atomic import atomic_write_text
 from kansym.symbolic.export import to_latex
 
 
@@ -36,16 +35,7 @@ def formula_record(formula, bundle, symbolic, *, extra: dict | None = None) -> d
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, text)
 
 
 def write_formula_files(out_dir: Path, record: dict) -> None:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any, Callable, Hashable
 
 import networkx as nx
 import numpy as np
 
+from kansym.io.atomic import atomic_write
 from kansym.errors import DataError
 
 __all__ = ["write_json", "read_json", "write_graphml", "node_key", "parse_node_key"]
@@ -194,20 +194,4 @@ def _flat(d: dict[str, Any], joiner: str = ":") -> dict[str, Any]:
 
 
 def _atomic_write(path: Path, write: Callable[[Any], Any]) -> Path:
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise DataError(
-            f"cannot write '{path}': {exc.strerror or exc}; check the directory exists and is writable."
-        ) from exc
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, write, error=DataError, what="graph")

@@ -17,13 +17,13 @@ from __future__ import annotations
 import collections
 import logging
 import os
-import secrets
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
+from kansym.io.atomic import atomic_write
 from kansym.errors import CheckpointError
 
 __all__ = [
@@ -160,27 +160,7 @@ def save_checkpoint(
     if path.is_dir():
         raise CheckpointError(f"'{path}' is a directory; give a file name for the checkpoint.")
 
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # os.open applies the umask, so the file gets ordinary permissions.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        _unlink_quietly(tmp)
-        raise CheckpointError(
-            f"cannot write checkpoint '{path}': {exc.strerror or exc}; "
-            "check the directory exists, is writable and has free space."
-        ) from exc
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
-    _fsync_dir(path.parent)
-    return path
+    return atomic_write(path, lambda fh: torch.save(payload, fh), error=CheckpointError, what="checkpoint")
 
 
 def load_checkpoint(path: str | os.PathLike[str], *, kind: str | None = None) -> dict[str, Any]:
@@ -249,26 +229,3 @@ def _same_file(a: Path, b: Path) -> bool:
     except OSError:
         pass
     return os.path.realpath(a) == os.path.realpath(b)
-
-
-def _unlink_quietly(p: Path) -> None:
-    try:
-        p.unlink()
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        logger.warning("could not remove temporary file %s: %s", p, exc)
-
-
-def _fsync_dir(d: Path) -> None:
-    """Make the rename durable; not possible on every platform, so best effort."""
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
