@@ -2,9 +2,12 @@
 
 The public pipeline (DESIGN.md §2)::
 
-    table = kansym.io.read_table("data.csv", target="y")
-    result = kansym.discover(table)          # train -> prune -> symbolify -> verify
-    print(result.formula.latex)
+    from kansym.io.tabular import read_table
+    from kansym.pipeline import discover
+
+    table = read_table("data.csv", target="y")
+    result = discover(table.x, table.y, table.input_names, table.target_names)
+    result.formulas[0].expr        # train -> prune -> symbolify -> refine -> verify
 
 Heavy optional parts (pysr, matplotlib) are imported lazily.
 """

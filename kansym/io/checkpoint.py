@@ -197,7 +197,7 @@ def load_checkpoint(path: str | os.PathLike[str], *, kind: str | None = None) ->
             obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types on bad bytes; all mean one thing
         msg = str(exc)
-        logger.debug("torch.load(%s) failed: %s", path, msg)
+        logger.debug("loading %s failed: %s", path, msg)
         if "GLOBAL" in msg or "Unsupported global" in msg:
             raise CheckpointError(
                 f"'{path}' contains objects other than plain tensors and containers and was "
