@@ -16,6 +16,7 @@ import sympy
 import torch
 
 from kansym.errors import DataError
+from kansym.io.scaler import Scaler
 
 __all__ = ["DataTransform", "choose_space"]
 
@@ -53,21 +54,19 @@ def choose_space(x: np.ndarray, y: np.ndarray, space: str = "auto", *, decades: 
 
 @dataclass(frozen=True)
 class DataTransform:
-    """Per-column affine maps (and an optional log) between CSV and model units.
+    """Per-column scalers (and an optional log) between CSV and model units.
 
     Attributes
     ----------
-    in_shift, in_scale : tuple of float, length d_in
-        Inputs are min-max scaled to [-1, 1] (after the log in log space).
-    out_shift, out_scale : tuple of float, length d_out
-        Targets are standardised (mean 0, std 1, after the log in log space).
+    inputs_scaler : Scaler
+        Inputs min-max scaled to [-1, 1] (after the log in log space).
+    targets_scaler : Scaler
+        Targets standardised to mean 0 and std 1 (after the log in log space).
     log_space : bool
     """
 
-    in_shift: tuple[float, ...]
-    in_scale: tuple[float, ...]
-    out_shift: tuple[float, ...]
-    out_scale: tuple[float, ...]
+    inputs_scaler: Scaler
+    targets_scaler: Scaler
     log_space: bool = False
 
     @classmethod
@@ -83,75 +82,61 @@ class DataTransform:
             if np.any(x <= 0) or np.any(y <= 0):
                 raise DataError("log space needs every input and target value to be positive")
             x, y = np.log(x), np.log(y)
-        lo, hi = x.min(axis=0), x.max(axis=0)
-        if np.any(hi - lo <= 0):
+        if np.any(x.max(axis=0) - x.min(axis=0) <= 0):
             raise DataError("an input column is constant; drop it before fitting")
-        std = y.std(axis=0)
-        if np.any(std <= 0):
+        if np.any(y.std(axis=0) <= 0):
             raise DataError("the target column is constant; there is no law to find")
-        return cls(
-            in_shift=tuple(float(v) for v in (hi + lo) / 2),
-            in_scale=tuple(float(v) for v in (hi - lo) / 2),
-            out_shift=tuple(float(v) for v in y.mean(axis=0)),
-            out_scale=tuple(float(v) for v in std),
-            log_space=log_space,
-        )
+        return cls(Scaler.minmax(x), Scaler.standard(y), log_space)
+
+    @classmethod
+    def affine(cls, in_shift, in_scale, out_shift, out_scale, *, log_space: bool = False) -> "DataTransform":
+        """A transform from explicit shifts and scales (one per column)."""
+        return cls(Scaler(np.asarray(in_shift), np.asarray(in_scale)), Scaler(np.asarray(out_shift), np.asarray(out_scale)), log_space)
 
     def inputs(self, x: np.ndarray) -> np.ndarray:
         """CSV inputs ``(N, d_in)`` -> model inputs."""
-        x = np.log(x) if self.log_space else x
-        return (x - np.asarray(self.in_shift)) / np.asarray(self.in_scale)
+        return self.inputs_scaler.transform(np.log(x) if self.log_space else x)
 
     def targets(self, y: np.ndarray) -> np.ndarray:
         """CSV targets ``(N, d_out)`` -> model targets."""
-        y = np.log(y) if self.log_space else y
-        return (y - np.asarray(self.out_shift)) / np.asarray(self.out_scale)
+        return self.targets_scaler.transform(np.log(y) if self.log_space else y)
 
     def outputs(self, o: np.ndarray) -> np.ndarray:
         """Model outputs ``(N, d_out)`` -> CSV units."""
-        y = o * np.asarray(self.out_scale) + np.asarray(self.out_shift)
+        y = self.targets_scaler.inverse(o)
         return np.exp(y) if self.log_space else y
-
-    def outputs_torch(self, o: torch.Tensor) -> torch.Tensor:
-        """Same as :meth:`outputs` on tensors (differentiable)."""
-        y = o * torch.as_tensor(self.out_scale, dtype=o.dtype, device=o.device)
-        y = y + torch.as_tensor(self.out_shift, dtype=o.dtype, device=o.device)
-        return torch.exp(y) if self.log_space else y
 
     def inputs_torch(self, x: torch.Tensor) -> torch.Tensor:
         """Same as :meth:`inputs` on tensors."""
-        x = torch.log(x) if self.log_space else x
-        shift = torch.as_tensor(self.in_shift, dtype=x.dtype, device=x.device)
-        return (x - shift) / torch.as_tensor(self.in_scale, dtype=x.dtype, device=x.device)
+        return self.inputs_scaler.transform(torch.log(x) if self.log_space else x)
+
+    def outputs_torch(self, o: torch.Tensor) -> torch.Tensor:
+        """Same as :meth:`outputs` on tensors (differentiable)."""
+        y = self.targets_scaler.inverse(o)
+        return torch.exp(y) if self.log_space else y
 
     def input_exprs(self, symbols: list[sympy.Symbol]) -> list[sympy.Expr]:
         """The model inputs as sympy expressions of the CSV symbols."""
+        sc = self.inputs_scaler
         out = []
-        for s, shift, scale in zip(symbols, self.in_shift, self.in_scale):
+        for s, shift, scale in zip(symbols, sc.shift, sc.scale):
             v = sympy.log(s) if self.log_space else s
-            out.append((v - sympy.Float(shift)) / sympy.Float(scale))
+            out.append((v - sympy.Float(float(shift))) / sympy.Float(float(scale)))
         return out
 
     def output_expr(self, o: sympy.Expr, index: int = 0) -> sympy.Expr:
         """A model output expression in CSV units."""
-        y = o * sympy.Float(self.out_scale[index]) + sympy.Float(self.out_shift[index])
+        sc = self.targets_scaler
+        y = o * sympy.Float(float(sc.scale[index])) + sympy.Float(float(sc.shift[index]))
         return sympy.exp(y) if self.log_space else y
 
     def to_dict(self) -> dict:
         return {
-            "in_shift": list(self.in_shift),
-            "in_scale": list(self.in_scale),
-            "out_shift": list(self.out_shift),
-            "out_scale": list(self.out_scale),
+            "inputs": self.inputs_scaler.to_dict(),
+            "targets": self.targets_scaler.to_dict(),
             "log_space": self.log_space,
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> "DataTransform":
-        return cls(
-            in_shift=tuple(data["in_shift"]),
-            in_scale=tuple(data["in_scale"]),
-            out_shift=tuple(data["out_shift"]),
-            out_scale=tuple(data["out_scale"]),
-            log_space=bool(data["log_space"]),
-        )
+        return cls(Scaler.from_dict(data["inputs"]), Scaler.from_dict(data["targets"]), bool(data["log_space"]))

@@ -18,7 +18,7 @@ def _hand_network(log_space=False):
         (1, 0, 0): EdgeFit("exp", 0.8, 0.0, 1.1, -0.3, 1.0),
         (1, 1, 0): EdgeFit("tanh", 1.3, -0.2, 0.9, 0.0, 1.0),
     }
-    transform = DataTransform((0.5, -1.0), (2.0, 0.5), (3.0,), (1.5,), log_space=log_space)
+    transform = DataTransform.affine((0.5, -1.0), (2.0, 0.5), (3.0,), (1.5,), log_space=log_space)
     return SymbolicKAN((2, 2, 1), edges, transform, ("a", "b"), ("y",))
 
 
@@ -67,7 +67,7 @@ def test_symbolify_recovers_primitives_of_a_model_with_known_edges():
     with torch.no_grad():
         model.layers[0].scale_sp.fill_(1.0)
         model.layers[0].coef.copy_(curve_to_coef(xs, target, model.layers[0].grid, 3))
-    transform = DataTransform((0.0, 0.0), (1.0, 1.0), (0.0,), (1.0,))
+    transform = DataTransform.affine((0.0, 0.0), (1.0, 1.0), (0.0,), (1.0,))
     x = torch.rand(1000, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 2 - 1
     sym, cands = symbolify(model, x, transform, ["x1", "x2"], ["y"])
     assert sym.edges[(0, 0, 0)].primitive == "sin"

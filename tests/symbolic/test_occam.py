@@ -33,7 +33,7 @@ def test_wiggly_edges_on_a_linear_law_become_linear():
         (0, 1, 0): EdgeFit("x", 1.0, 0.0, -2.0, 0.2, 0.99),
     }
     candidates = {k: [linear[k], wiggly[k]] for k in wiggly}
-    transform = DataTransform((0.0, 0.0), (1.0, 1.0), (0.0,), (1.0,))
+    transform = DataTransform.affine((0.0, 0.0), (1.0, 1.0), (0.0,), (1.0,))
     sym = SymbolicKAN((2, 1), wiggly, transform, ("a", "b"), ("y",))
     out, tried = simplify_edges(sym, candidates, input_symbols(["a", "b"]), x, y)
     assert {f.primitive for f in out.edges.values()} == {"x"}
@@ -47,7 +47,7 @@ def test_needed_primitive_is_kept():
     y = np.sin(np.pi * x[:, 0])
     good = EdgeFit("sin", np.pi, 0.0, 1.0, 0.0, 1.0)
     poor = EdgeFit("x", 1.0, 0.0, 0.9, 0.0, 0.8)
-    transform = DataTransform((0.0,), (1.0,), (0.0,), (1.0,))
+    transform = DataTransform.affine((0.0,), (1.0,), (0.0,), (1.0,))
     sym = SymbolicKAN((1, 1), {(0, 0, 0): good}, transform, ("x",), ("y",))
     out, tried = simplify_edges(sym, {(0, 0, 0): [poor, good]}, input_symbols(["x"]), x, y)
     assert out.edges[(0, 0, 0)].primitive == "sin"

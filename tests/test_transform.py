@@ -1,0 +1,57 @@
+import numpy as np
+import pytest
+import sympy
+import torch
+
+from kansym.errors import DataError
+from kansym.transform import DataTransform, choose_space
+
+
+def test_choose_space():
+    rng = np.random.default_rng(0)
+    pos_wide = np.exp(rng.uniform(0, 10, (50, 2)))
+    assert choose_space(pos_wide, pos_wide[:, :1], "auto") == "log"
+    narrow = rng.uniform(1, 2, (50, 2))
+    assert choose_space(narrow, narrow[:, :1], "auto") == "linear"  # positive but < 2 decades
+    signed = rng.uniform(-1, 1, (50, 2))
+    assert choose_space(signed, np.abs(signed[:, :1]) + 1, "auto") == "linear"
+    assert choose_space(signed, signed[:, :1], "linear") == "linear"
+    with pytest.raises(DataError, match="positive"):
+        choose_space(signed, signed[:, :1], "log")
+
+
+def test_linear_transform_scales_and_inverts():
+    x = np.array([[0.0, 10.0], [2.0, 30.0], [4.0, 20.0]])
+    y = np.array([[1.0], [3.0], [5.0]])
+    t = DataTransform.fit(x, y)
+    np.testing.assert_allclose(t.inputs(x), [[-1, -1], [0, 1], [1, 0]])
+    z = t.targets(y)
+    np.testing.assert_allclose(z.mean(), 0, atol=1e-12)
+    np.testing.assert_allclose(z.std(), 1)
+    np.testing.assert_allclose(t.outputs(z), y)
+    torch.testing.assert_close(t.outputs_torch(torch.as_tensor(z)), torch.as_tensor(y))
+    back = DataTransform.from_dict(t.to_dict())
+    np.testing.assert_allclose(back.inputs(x), t.inputs(x))
+
+
+def test_log_transform_and_expressions_agree():
+    rng = np.random.default_rng(1)
+    x = np.exp(rng.uniform(0, 8, (40, 2)))
+    y = x[:, :1] ** 1.5
+    t = DataTransform.fit(x, y, log_space=True)
+    a, b = sympy.symbols("a b", positive=True)
+    exprs = t.input_exprs([a, b])
+    f = sympy.lambdify([a, b], exprs[0])
+    np.testing.assert_allclose(f(x[:, 0], x[:, 1]), t.inputs(x)[:, 0])
+    o = sympy.Symbol("o")
+    g = sympy.lambdify([o], t.output_expr(o))
+    z = t.targets(y)[:, 0]
+    np.testing.assert_allclose(g(z), y[:, 0], rtol=1e-10)
+
+
+def test_constant_columns_are_refused():
+    x = np.array([[1.0, 5.0], [2.0, 5.0], [3.0, 5.0]])
+    with pytest.raises(DataError, match="input column is constant"):
+        DataTransform.fit(x, np.array([[1.0], [2.0], [3.0]]))
+    with pytest.raises(DataError, match="target column is constant"):
+        DataTransform.fit(x[:, :1], np.ones((3, 1)))
