@@ -19,7 +19,7 @@ import numpy as np
 import sympy
 import torch
 
-from kansym.errors import ConfigError
+from kansym.errors import ConfigError, DataError
 from kansym.graph.build import to_networkx
 from kansym.io.bundle import ModelBundle
 from kansym.nn.config import KANConfig
@@ -30,13 +30,15 @@ from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula
 from kansym.symbolic.library import get_library
 from kansym.symbolic.occam import simplify_edges
 from kansym.symbolic.refine import refine
-from kansym.symbolic.verify import Fidelity, fidelity
+from kansym.symbolic.verify import Fidelity, fidelity, r2_score
 from kansym.train.fit import TrainConfig, finetune, fit
 from kansym.transform import DataTransform, choose_space
 
 __all__ = ["DiscoverConfig", "Discovery", "Formula", "discover", "train_bundle", "symbolify_bundle"]
 
 log = logging.getLogger("kansym")
+
+MIN_ROWS = 10
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,10 @@ def train_bundle(
     x : ndarray (N, d_in)
     y : ndarray (N, d_out)
     """
+    if x.shape[0] < MIN_ROWS:
+        raise DataError(
+            f"kansym needs at least {MIN_ROWS} rows to train and validate a KAN, got {x.shape[0]}"
+        )
     space = choose_space(x, y, config.space)
     transform = DataTransform.fit(x, y, log_space=space == "log")
     dtype = _dtype(config.dtype)
@@ -195,9 +201,19 @@ def train_bundle(
 
 
 def prune_bundle(bundle: ModelBundle, theta: float = 1e-2) -> tuple[ModelBundle, PruneResult]:
-    """Prune a bundled model on its calibration rows (no data file needed)."""
+    """Prune a bundled model on its calibration rows (no data file needed).
+
+    The report saved in the new bundle's meta also holds the model's R² on the
+    calibration rows before and after pruning (``r2_before``, ``r2_after``, CSV units),
+    since removing a node whose incoming edges are weak also removes the (nearly
+    constant) contribution of its outgoing edges.
+    """
     result = prune(bundle.model, bundle.model_inputs(), theta=theta)
-    return bundle.replace_model(result.model, prune_report=result.report.to_dict()), result
+    pruned = bundle.replace_model(result.model)
+    report = result.report.to_dict()
+    report["r2_before"] = float(r2_score(bundle.y_cal.ravel(), bundle.predict(bundle.x_cal).ravel()))
+    report["r2_after"] = float(r2_score(bundle.y_cal.ravel(), pruned.predict(bundle.x_cal).ravel()))
+    return bundle.replace_model(result.model, prune_report=report), result
 
 
 def symbolify_bundle(

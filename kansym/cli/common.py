@@ -42,8 +42,8 @@ def run_safely(fn: Callable) -> Callable:
 def common_options(fn: Callable) -> Callable:
     """``--seed``, ``--device``, ``--quiet`` on a command."""
     fn = click.option("--quiet", "-q", is_flag=True, help="Print only results; no progress bars or notices.")(fn)
-    fn = click.option("--device", default="cpu", show_default=True, help="Torch device for training: cpu, cuda, cuda:0, ...")(fn)
-    fn = click.option("--seed", default=0, show_default=True, type=int, help="Seed of initialisation, splits and sampling.")(fn)
+    fn = click.option("--device", default="cpu", show_default=True, help="Torch device: cpu, cuda, cuda:0, ... (checked before any work).")(fn)
+    fn = click.option("--seed", default=0, show_default=True, type=int, help="Seed of every random choice the command makes.")(fn)
     return fn
 
 
@@ -73,11 +73,13 @@ def setup_logging(quiet: bool) -> None:
         logger.addHandler(handler)
 
 
-def prepare_out_dir(out_dir: Path, names: list[str], *, force: bool, protect: list[Path]) -> None:
+def prepare_out_dir(out_dir: Path, names: list[str], *, force: bool, protect: list[Path], create: bool = True) -> None:
     """Create ``out_dir`` or check that writing ``names`` there loses no user file.
 
     Files in a directory that kansym created earlier (it holds a marker file) are
-    replaced; anywhere else an existing file is kept unless ``force``.
+    replaced; anywhere else an existing file is kept unless ``force``. With
+    ``create=False`` only the checks run (call again with ``create=True`` once the
+    work has succeeded, so that a failed run leaves no empty directory).
 
     Raises
     ------
@@ -89,19 +91,44 @@ def prepare_out_dir(out_dir: Path, names: list[str], *, force: bool, protect: li
         target = (out_dir / name).resolve()
         if target in protected:
             raise ConfigError(f"output {out_dir / name} would overwrite an input file; choose another -o")
+    if out_dir.resolve() in protected:
+        raise ConfigError(f"output directory {out_dir} is an input file; choose another -o")
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{out_dir} exists and is not a directory; choose another -o")
     ours = (out_dir / MARKER).exists()
     clash = [n for n in names if (out_dir / n).exists()]
     if clash and not ours and not force:
         raise ConfigError(f"{out_dir / clash[0]} already exists and was not written by kansym; use --force or another -o")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / MARKER).touch()
+    if create:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / MARKER).touch()
+
+
+def _written_by_kansym(path: Path) -> bool:
+    """Whether ``path`` is a kansym checkpoint or JSON output (safe to replace)."""
+    import json
+
+    try:
+        if path.suffix == ".json":
+            return str(json.loads(path.read_text(encoding="utf-8")).get("format", "")).startswith("kansym")
+        if path.suffix == ".pt":
+            from kansym.io.checkpoint import load_checkpoint
+
+            return load_checkpoint(path).get("format") == "kansym"
+    except (OSError, ValueError, AttributeError, KansymError):
+        return False
+    return False
 
 
 def check_output_file(path: Path, *, force: bool, protect: list[Path]) -> None:
-    """Refuse to write onto an input file, or onto an existing file without ``force``."""
+    """Refuse to write onto an input file, or onto an existing file kansym did not write.
+
+    An existing kansym checkpoint or JSON output (or any file in a directory kansym
+    created) is replaced; anything else needs ``force``.
+    """
     if path.resolve() in {p.resolve() for p in protect}:
         raise ConfigError(f"output {path} would overwrite an input file; choose another path")
-    if path.exists() and not force and not (path.parent / MARKER).exists():
-        raise ConfigError(f"{path} already exists; use --force or another path")
+    if path.is_dir():
+        raise ConfigError(f"output {path} is a directory; give a file name")
+    if path.exists() and not force and not (path.parent / MARKER).exists() and not _written_by_kansym(path):
+        raise ConfigError(f"{path} already exists and was not written by kansym; use --force or another path")

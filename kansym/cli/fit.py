@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from kansym.cli.common import CLIError, check_device, common_options, prepare_out_dir, run_safely, setup_logging
-from kansym.cli.report import formula_record, print_formulas, write_formula_files
 from kansym.errors import ConfigError
 
 EXAMPLES = {
@@ -90,13 +89,17 @@ def data_options(fn):
     return fn
 
 
-def model_options(fn):
+def symbolic_options(fn):
     fn = click.option("--r2-threshold", default=0.999, show_default=True, type=float, help="R² an edge's primitive must reach.")(fn)
     fn = click.option("--lib", default=None, help="Comma-separated primitive names for edges (default: all), e.g. sin,exp,x^2.")(fn)
-    fn = click.option("--space", type=click.Choice(["auto", "linear", "log"]), default="auto", show_default=True, help="Learn in log space (positive multiplicative laws) or linear space.")(fn)
     fn = click.option("--theta", default=1e-2, show_default=True, type=float, help="Node pruning threshold.")(fn)
-    fn = click.option("--lamb", default=None, type=float, help="Sparsification strength (L1 + entropy); default from TrainConfig.")(fn)
-    fn = click.option("--steps", default=None, type=int, help="Training steps; default from TrainConfig.")(fn)
+    return fn
+
+
+def model_options(fn):
+    fn = click.option("--space", type=click.Choice(["auto", "linear", "log"]), default="auto", show_default=True, help="Learn in log space (positive multiplicative laws) or linear space.")(fn)
+    fn = click.option("--lamb", default=None, type=float, help="Sparsification strength lamb of the L1 + entropy penalty.  [default: 0.2]")(fn)
+    fn = click.option("--steps", default=None, type=int, help="LBFGS steps of the sparsifying training.  [default: 20]")(fn)
     fn = click.option("--grid-size", default=5, show_default=True, type=int, help="B-spline grid intervals G.")(fn)
     fn = click.option("--hidden", default="5", show_default=True, help="Hidden layer widths, e.g. 5 or 5,3.")(fn)
     return fn
@@ -105,7 +108,8 @@ def model_options(fn):
 @click.command("fit")
 @data_options
 @model_options
-@click.option("--out-dir", "-o", default="kansym-out", show_default=True, type=click.Path(file_okay=False), help="Directory for model.pt, pruned.pt, formula.json, formula.tex.")
+@symbolic_options
+@click.option("--out-dir", "-o", default="kansym-out", show_default=True, type=click.Path(), help="Directory for model.pt, pruned.pt, formula.json, formula.tex, graph.json.")
 @click.option("--force", is_flag=True, help="Overwrite existing output files not written by kansym.")
 @common_options
 @run_safely
@@ -121,6 +125,7 @@ def fit_command(data, target, inputs, example, dropna, hidden, grid_size, steps,
       kansym fit data.csv --target y
       kansym fit --example kepler
     """
+    from kansym.cli.report import formula_record, print_formulas, write_formula_files
     from kansym.io.tabular import read_table
     from kansym.pipeline import discover
 
@@ -129,12 +134,11 @@ def fit_command(data, target, inputs, example, dropna, hidden, grid_size, steps,
     path, target, input_names = _resolve_data(data, example, target, inputs)
     config = _config(hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, seed, device)
     out = Path(out_dir)
-    prepare_out_dir(out, ["model.pt", "pruned.pt", "formula.json", "formula.tex", "graph.json"], force=force, protect=[path])
-    table = read_table(path, target, input_names, dropna=dropna)
-    for notice in table.notices:
-        if not quiet:
-            click.echo(f"note: {notice}", err=True)
+    outputs = ["model.pt", "pruned.pt", "formula.json", "formula.tex", "graph.json"]
+    prepare_out_dir(out, outputs, force=force, protect=[path], create=False)
+    table = read_table(path, target, input_names, dropna=dropna)  # notices go to the log (stderr)
     result = discover(table.x, table.y, table.input_names, table.target_names, config, progress=None if not quiet else False)
+    prepare_out_dir(out, outputs, force=force, protect=[path])
     result.trained.save(out / "model.pt", protect=[path])
     result.pruned.save(out / "pruned.pt", protect=[path])
     record = formula_record(result.formulas[0], result.pruned, result.symbolic, extra={
@@ -161,7 +165,7 @@ def fit_command(data, target, inputs, example, dropna, hidden, grid_size, steps,
 @click.option("--force", is_flag=True, help="Overwrite an existing checkpoint.")
 @common_options
 @run_safely
-def train_command(data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, output, force, seed, device, quiet):
+def train_command(data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, space, output, force, seed, device, quiet):
     """Train a sparsified KAN on DATA and save it (no pruning, no formula).
 
     The checkpoint carries the column names, the unit transform and calibration rows,
@@ -174,13 +178,10 @@ def train_command(data, target, inputs, example, dropna, hidden, grid_size, step
     setup_logging(quiet)
     check_device(device)
     path, target, input_names = _resolve_data(data, example, target, inputs)
-    config = _config(hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, seed, device)
+    config = _config(hidden, grid_size, steps, lamb, 1e-2, space, None, 0.999, seed, device)
     out = Path(output)
     check_output_file(out, force=force, protect=[path])
-    table = read_table(path, target, input_names, dropna=dropna)
-    for notice in table.notices:
-        if not quiet:
-            click.echo(f"note: {notice}", err=True)
+    table = read_table(path, target, input_names, dropna=dropna)  # notices go to the log (stderr)
     bundle = train_bundle(table.x, table.y, table.input_names, table.target_names, config, progress=None if not quiet else False)
     bundle.save(out, protect=[path])
     hist = bundle.meta["history"]

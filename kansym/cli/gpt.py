@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from kansym.cli.common import check_output_file, common_options, prepare_out_dir, run_safely, setup_logging
-from kansym.nn.bases import BASES
+# the names of kansym.nn.bases.BASES, spelled out so `kansym --help` does not import torch
+BASES = ("bspline", "chebyshev", "fourier", "rbf", "poly")
 
 # CLI option -> GPTTrainConfig field, for the options a resumed run takes from the command line.
 _TRAIN_FIELDS = {

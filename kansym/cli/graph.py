@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from kansym.cli.common import check_output_file, common_options, run_safely, setup_logging
+from kansym.cli.common import check_device, check_output_file, common_options, run_safely, setup_logging
 
 
 @click.command("graph")
@@ -29,6 +29,7 @@ def graph_command(checkpoint, fmt, output, fits, force, seed, device, quiet):
     from kansym.prune.scores import edge_scores
 
     setup_logging(quiet)
+    check_device(device)
     src = Path(checkpoint)
     out = Path(output) if output else src.with_suffix(".graph.json" if fmt == "json" else ".graphml")
     check_output_file(out, force=force, protect=[src])

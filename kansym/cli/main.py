@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from kansym import __version__
@@ -12,7 +14,32 @@ from kansym.cli.prune import prune_command
 from kansym.cli.symbolify import symbolify_command
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class KansymGroup(click.Group):
+    """A click group whose every error is one ``error: ...`` line on stderr, exit status 2.
+
+    click's own usage errors (a bad option value, an unknown option, a missing
+    argument) would print a usage block; users of a scientific tool want one line.
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: D102
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+            click.echo(f"error: {exc.format_message()}{hint}", err=True)
+            sys.exit(2)
+        except click.ClickException as exc:
+            click.echo(f"error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(130)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=KansymGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kansym")
 def cli() -> None:
     """kansym: find the laws hidden in data with Kolmogorov-Arnold Networks.

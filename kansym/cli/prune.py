@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from kansym.cli.common import check_output_file, common_options, run_safely, setup_logging
+from kansym.cli.common import check_device, check_output_file, common_options, run_safely, setup_logging
 from kansym.errors import ConfigError
 
 
@@ -29,6 +29,7 @@ def prune_command(checkpoint, theta, output, data, force, seed, device, quiet):
     from kansym.pipeline import prune_bundle
 
     setup_logging(quiet)
+    check_device(device)
     if theta < 0:
         raise ConfigError(f"--theta must be >= 0, got {theta}")
     src = Path(checkpoint)
@@ -42,7 +43,14 @@ def prune_command(checkpoint, theta, output, data, force, seed, device, quiet):
         bundle = ModelBundle.create(bundle.model, bundle.transform, bundle.input_names, bundle.output_names, table.x, table.y, meta=bundle.meta, seed=seed)
     pruned, result = prune_bundle(bundle, theta)
     pruned.save(out, protect=[src])
-    report = result.report.to_dict()
+    report = pruned.meta["prune_report"]
     if not quiet:
         click.echo(result.report.summary(), err=True)
+        click.echo(f"model R² on the calibration rows: {report['r2_before']:.6f} before, {report['r2_after']:.6f} after", err=True)
+    if report["r2_after"] < report["r2_before"] - 0.01:
+        click.echo(
+            "warning: pruning lowered the model's R² by more than 0.01; the removed nodes carried "
+            "an offset or signal: lower --theta, or use `kansym fit`, which fine-tunes after pruning",
+            err=True,
+        )
     click.echo(json.dumps({"checkpoint": str(out), **report}))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from kansym.cli.common import check_output_file, common_options, run_safely, setup_logging
+from kansym.cli.common import check_device, check_output_file, common_options, run_safely, setup_logging
 
 
 @click.command("symbolify")
@@ -32,6 +32,7 @@ def symbolify_command(checkpoint, latex_out, json_out, data, lib, r2_threshold, 
     from kansym.pipeline import DiscoverConfig, symbolify_bundle
 
     setup_logging(quiet)
+    check_device(device)
     src = Path(checkpoint)
     protect = [src] + ([Path(data)] if data else [])
     outs = [Path(p) for p in (latex_out, json_out) if p]

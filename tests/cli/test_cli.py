@@ -87,10 +87,12 @@ def test_train_prune_symbolify_graph_steps(runner, tmp_path):
     assert pruned.exists() and report["width_before"] == [2, 5, 1]
     assert report["width_after"][0] == 2 and report["width_after"][1] < 5
 
-    # pruning again onto the same output needs --force; the first result stays
-    before = pruned.read_bytes()
-    _one_line_error(runner.invoke(cli, ["prune", str(ckpt), "-q"]), "--force")
-    assert pruned.read_bytes() == before
+    # pruning again replaces kansym's own output, but never a foreign file
+    assert runner.invoke(cli, ["prune", str(ckpt), "-q"]).exit_code == 0
+    foreign = tmp_path / "notes.pt"
+    foreign.write_bytes(b"my own binary notes")
+    _one_line_error(runner.invoke(cli, ["prune", str(ckpt), "-o", str(foreign), "-q"]), "--force")
+    assert foreign.read_bytes() == b"my own binary notes"
 
     tex = tmp_path / "f.tex"
     result = runner.invoke(cli, ["symbolify", str(pruned), "--latex", str(tex), "--json", str(tmp_path / "f.json"), "-q"])
@@ -123,3 +125,48 @@ def test_graph_attaches_edge_fits_and_rejects_a_bad_fits_file(runner, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     _one_line_error(runner.invoke(cli, ["graph", str(ckpt), "--fits", str(bad), "-o", str(tmp_path / "g2.json")]), "bad.json")
+
+
+def _main(args):
+    """Run the console-script entry point (click's own usage errors included) in a subprocess."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "kansym", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_click_usage_errors_are_one_line(tmp_path):
+    for args, needle in [
+        (["fit", "--example", "hello", "--theta", "abc"], "--theta"),
+        (["fit", "--bogus-option"], "--bogus-option"),
+        (["graph", str(tmp_path / "x.pt"), "--format", "xml"], "xml"),
+        (["prune"], "CHECKPOINT"),
+    ]:
+        proc = _main(args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_out_dir_equal_to_the_input_is_refused(runner, tmp_path):
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,y\n" + "".join(f"{i},{2 * i}\n" for i in range(20)))
+    before = csv.read_bytes()
+    _one_line_error(runner.invoke(cli, ["fit", str(csv), "-t", "y", "-o", str(csv)]), "input file")
+    assert csv.read_bytes() == before
+
+
+def test_too_few_rows_fail_before_training_and_leave_no_output(runner, tmp_path):
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,y\n1,2\n2,4\n3,7\n")
+    out = tmp_path / "out"
+    _one_line_error(runner.invoke(cli, ["fit", str(csv), "-t", "y", "-o", str(out)]), "at least 10 rows")
+    assert not out.exists()
+
+
+def test_device_is_checked_by_every_command(runner, tmp_path):
+    bad = tmp_path / "m.pt"
+    bad.write_bytes(b"x")
+    for command in ("prune", "symbolify", "graph"):
+        _one_line_error(runner.invoke(cli, [command, str(bad), "--device", "cuda:3"]), "cuda")
