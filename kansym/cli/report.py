@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from kansym.io.atomic import atomic_write_text
-from kansym.symbolic.export import to_latex
+from kansym.symbolic.export import to_latex, to_python
 
 
 def formula_record(formula, bundle, symbolic, *, extra: dict | None = None) -> dict:
@@ -21,6 +21,7 @@ def formula_record(formula, bundle, symbolic, *, extra: dict | None = None) -> d
         "inputs": list(bundle.input_names),
         "sympy": str(formula.expr),
         "latex": to_latex(formula.expr),
+        "python": to_python(formula.expr, list(formula.symbols), func_name=_identifier(formula.target)),
         "raw_sympy": str(formula.raw),
         "r2_data": fid.r2_data,
         "r2_model": fid.r2_model,
@@ -32,6 +33,12 @@ def formula_record(formula, bundle, symbolic, *, extra: dict | None = None) -> d
         ],
         **(extra or {}),
     }
+
+
+def _identifier(name: str) -> str:
+    """A Python function name made from a column name."""
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return out if out and not out[0].isdigit() else f"f_{out}"
 
 
 def _atomic_write_text(path: Path, text: str) -> None:

@@ -13,6 +13,7 @@ from kansym.cli.common import check_device, check_output_file, common_options, r
 @click.command("symbolify")
 @click.argument("checkpoint", type=click.Path(dir_okay=False))
 @click.option("--latex", "latex_out", default=None, type=click.Path(dir_okay=False), help="Write the LaTeX formula to this file.")
+@click.option("--python", "python_out", default=None, type=click.Path(dir_okay=False), help="Write the formula as a numpy function (Python source) to this file.")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), help="Write the formula record (sympy, latex, R², edges) to this JSON file.")
 @click.option("--data", default=None, type=click.Path(dir_okay=False), help="Refine and verify on this CSV instead of the checkpoint's calibration rows.")
 @click.option("--lib", default=None, help="Comma-separated primitive names (default: all).")
@@ -20,7 +21,7 @@ from kansym.cli.common import check_device, check_output_file, common_options, r
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 @common_options
 @run_safely
-def symbolify_command(checkpoint, latex_out, json_out, data, lib, r2_threshold, force, seed, device, quiet):
+def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2_threshold, force, seed, device, quiet):
     """Fit a primitive to every edge of CHECKPOINT and print the composed formula.
 
     The formula's constants are refit on the data and snapped to simple values;
@@ -35,7 +36,7 @@ def symbolify_command(checkpoint, latex_out, json_out, data, lib, r2_threshold, 
     check_device(device)
     src = Path(checkpoint)
     protect = [src] + ([Path(data)] if data else [])
-    outs = [Path(p) for p in (latex_out, json_out) if p]
+    outs = [Path(p) for p in (latex_out, python_out, json_out) if p]
     for p in outs:
         check_output_file(p, force=force, protect=protect)
     config = DiscoverConfig(library=_split(lib), r2_threshold=r2_threshold, seed=seed)
@@ -51,5 +52,7 @@ def symbolify_command(checkpoint, latex_out, json_out, data, lib, r2_threshold, 
     record = formula_record(formulas[0], bundle, sym, extra={"checkpoint": str(src)})
     if latex_out:
         write_text(Path(latex_out), f"{record['latex']}\n")
+    if python_out:
+        write_text(Path(python_out), record["python"])
     if json_out:
         write_text(Path(json_out), json.dumps(record, indent=2) + "\n")

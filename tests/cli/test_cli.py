@@ -170,3 +170,22 @@ def test_device_is_checked_by_every_command(runner, tmp_path):
     bad.write_bytes(b"x")
     for command in ("prune", "symbolify", "graph"):
         _one_line_error(runner.invoke(cli, [command, str(bad), "--device", "cuda:3"]), "cuda")
+
+
+def test_symbolify_exports_python_that_reproduces_the_formula(runner, tmp_path):
+    import numpy as np
+    import sympy
+
+    ckpt = tmp_path / "m.pt"
+    assert runner.invoke(cli, ["train", "--example", "hello", "-o", str(ckpt), "-q", "--steps", "3"]).exit_code == 0
+    py, js = tmp_path / "f.py", tmp_path / "f.json"
+    result = runner.invoke(cli, ["symbolify", str(ckpt), "--python", str(py), "--json", str(js), "-q"])
+    assert result.exit_code == 0, result.output
+    namespace = {}
+    exec(compile(py.read_text(), str(py), "exec"), namespace)
+    record = json.loads(js.read_text())
+    x1, x2 = sympy.symbols("x1 x2", real=True)
+    expr = sympy.sympify(record["sympy"], locals={"x1": x1, "x2": x2})
+    X = np.random.default_rng(0).uniform(-1, 1, (50, 2))
+    expected = sympy.lambdify([x1, x2], expr)(X[:, 0], X[:, 1])
+    np.testing.assert_allclose(namespace["f"](X), expected, rtol=1e-12)
