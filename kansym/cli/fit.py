@@ -111,9 +111,10 @@ def model_options(fn):
 @symbolic_options
 @click.option("--out-dir", "-o", default="kansym-out", show_default=True, type=click.Path(), help="Directory for model.pt, pruned.pt, formula.json, formula.tex, graph.json.")
 @click.option("--force", is_flag=True, help="Overwrite existing output files not written by kansym.")
+@click.option("--plots", default=None, type=click.Path(file_okay=False), help="Also write diagram.png, report.png and curves.png of the run in this directory.")
 @common_options
 @run_safely
-def fit_command(data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, out_dir, force, seed, device, quiet):
+def fit_command(data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, out_dir, force, plots, seed, device, quiet):
     """Find the law in DATA (a CSV): train a KAN, prune it, symbolify it.
 
     Prints the formula (LaTeX) and its R², and writes OUT_DIR/model.pt,
@@ -156,6 +157,10 @@ def fit_command(data, target, inputs, example, dropna, hidden, grid_size, steps,
     print_formulas(result.formulas)
     if not quiet:
         click.echo(f"wrote model.pt, pruned.pt, formula.json, formula.tex, graph.json in {out}", err=True)
+    if plots is not None:
+        from kansym.cli.plot import write_run_plots
+
+        write_run_plots(result, Path(plots), quiet=quiet)
 
 
 @click.command("train")

@@ -9,6 +9,7 @@ import click
 from kansym import __version__
 from kansym.cli.fit import fit_command, train_command
 from kansym.cli.graph import graph_command
+from kansym.cli.plot import plot_command
 from kansym.cli.gpt import gpt_group
 from kansym.cli.prune import prune_command
 from kansym.cli.symbolify import symbolify_command
@@ -56,6 +57,7 @@ cli.add_command(prune_command)
 cli.add_command(symbolify_command)
 cli.add_command(graph_command)
 cli.add_command(gpt_group)
+cli.add_command(plot_command)
 
 
 def main() -> None:

@@ -1,0 +1,134 @@
+"""``kansym plot``: pictures of a checkpoint (diagram, one edge, formula report, training curves)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from kansym.cli.common import CLIError, check_device, check_output_file, common_options, run_safely, setup_logging
+
+KINDS = ("diagram", "edge", "report", "curves")
+
+
+def _parse_edge(value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    try:
+        return tuple(int(v) for v in value.split(","))
+    except ValueError:
+        raise CLIError(f"--edge takes LAYER,IN,OUT (three integers, e.g. 0,1,0), got {value!r}") from None
+
+
+def check_writable(path: Path) -> None:
+    """Fail before any work when ``path`` cannot be an image file we can write."""
+    from kansym.plot._mpl import output_format
+
+    output_format(path)
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise CLIError(f"cannot write {path}: {parent} is not a writable directory; choose another -o")
+
+
+def _data(bundle, data: str | None):
+    if data is None:
+        return None, None
+    from kansym.io.tabular import read_table
+
+    table = read_table(Path(data), list(bundle.output_names), list(bundle.input_names), drop_constant=False)
+    return table.x, table.y
+
+
+def draw(bundle, kind: str, *, edge=None, fits_path=None, show_pruned=False, beta=3.0, theta=None, x=None, y=None):
+    """The figure of ``kind`` for a bundle, and a one-line summary of what was drawn."""
+    from kansym import plot as P
+
+    fits, record = P.read_fits(fits_path, bundle.model.width) if fits_path else (None, None)
+    if kind == "diagram":
+        r = P.plot_diagram(bundle, beta=beta, fits=fits, show_pruned=show_pruned, theta=theta, x=x)
+        return r.figure, f"{r.n_edges_drawn} of {r.n_edges_live} live edges drawn ({r.n_insets} with their function)"
+    if kind == "edge":
+        if edge is None:
+            raise CLIError("--kind edge needs --edge LAYER,IN,OUT (e.g. --edge 0,0,0)")
+        r = P.plot_edge(bundle, edge, fits=fits, x=x)
+        fit = f"{r.fit.primitive}, R² = {r.r2:.6f}" if r.fit is not None else "no fit"
+        return r.figure, f"edge {','.join(map(str, r.edge))}: {fit}"
+    if kind == "report":
+        formula = P.formula_from_record(record, bundle) if record else None
+        front = P.search_front(bundle) if len(bundle.output_names) == 1 else None
+        r = P.plot_report(bundle, formula, front=front, x=x, y=y)
+        return r.figure, f"formula {r.formula}; {r.n_front} formulas on the complexity/error panel"
+    r = P.plot_curves(bundle.meta)
+    return r.figure, f"{r.n_steps} training steps, {r.n_finetune_steps} fine-tuning steps"
+
+
+@click.command("plot")
+@click.argument("checkpoint", type=click.Path(dir_okay=False))
+@click.option("--kind", "-k", type=click.Choice(KINDS), default="diagram", show_default=True, help="What to draw.")
+@click.option("--output", "-o", default=None, type=click.Path(dir_okay=False), help="Image file: .png, .pdf or .svg (default: CHECKPOINT.KIND.png).")
+@click.option("--edge", default=None, help="Edge for --kind edge, as LAYER,IN,OUT (e.g. 0,1,0).")
+@click.option("--show-pruned", is_flag=True, help="Diagram: draw removed nodes and edges in grey.")
+@click.option("--beta", default=3.0, show_default=True, type=float, help="Diagram: edge opacity is tanh(beta * normalised L1 score).")
+@click.option("--theta", default=None, type=float, help="Diagram: treat nodes that pruning at THETA removes as pruned.")
+@click.option("--fits", default=None, type=click.Path(dir_okay=False), help="formula.json of this checkpoint: primitives on the diagram, fit on the edge plot, formula of the report.")
+@click.option("--data", default=None, type=click.Path(dir_okay=False), help="CSV with the model's columns to plot on (default: the checkpoint's calibration rows).")
+@click.option("--force", is_flag=True, help="Overwrite an existing image not written by kansym.")
+@common_options
+@run_safely
+def plot_command(checkpoint, kind, output, edge, show_pruned, beta, theta, fits, data, force, seed, device, quiet):
+    """Draw CHECKPOINT: the KAN diagram, one edge, the formula report or the training curves.
+
+    \b
+    Examples:
+      kansym plot out/pruned.pt --fits out/formula.json -o diagram.png
+      kansym plot out/model.pt --show-pruned --theta 0.01 -o full.svg
+      kansym plot out/pruned.pt --kind edge --edge 0,0,0 --fits out/formula.json -o edge.pdf
+      kansym plot out/pruned.pt --kind report --fits out/formula.json -o report.png
+      kansym plot out/pruned.pt --kind curves -o curves.png
+    """
+    from kansym.io.bundle import ModelBundle
+
+    setup_logging(quiet)
+    check_device(device)
+    src = Path(checkpoint)
+    out = Path(output) if output else src.with_name(f"{src.stem}.{kind}.png")
+    parsed_edge = _parse_edge(edge)
+    if beta < 0:
+        raise CLIError(f"--beta must be >= 0, got {beta}")
+    check_writable(out)
+    protect = [src] + [Path(p) for p in (fits, data) if p]
+    from kansym.plot._mpl import written_by_kansym
+
+    check_output_file(out, force=force or written_by_kansym(out), protect=protect)
+    bundle = ModelBundle.load(src)
+    if parsed_edge is not None:
+        from kansym.plot.edges import check_edge
+
+        check_edge(parsed_edge, bundle.model.width)
+    x, y = _data(bundle, data)
+    figure, summary = draw(bundle, kind, edge=parsed_edge, fits_path=fits, show_pruned=show_pruned, beta=beta, theta=theta, x=x, y=y)
+    from kansym.plot._mpl import save_figure
+
+    save_figure(figure, out)
+    click.echo(f"wrote {out}: {summary}")
+
+
+def write_run_plots(result, out_dir: Path, *, quiet: bool = False) -> list[Path]:
+    """``kansym fit --plots DIR``: diagram, report and curves of a :class:`~kansym.pipeline.Discovery`."""
+    from kansym import plot as P
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pruned = result.pruned
+    front = P.search_front(pruned) if len(pruned.output_names) == 1 else None
+    figures = {
+        "diagram.png": P.plot_diagram(pruned, fits=dict(result.symbolic.edges)).figure,
+        "report.png": P.plot_report(pruned, result.formulas[0].expr, front=front).figure,
+        "curves.png": P.plot_curves(pruned.meta).figure,
+    }
+    paths = [P.save_figure(fig, out_dir / name) for name, fig in figures.items()]
+    if not quiet:
+        click.echo(f"wrote {', '.join(figures)} in {out_dir}", err=True)
+    return paths

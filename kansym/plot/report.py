@@ -1,0 +1,238 @@
+"""The formula report: the discovered law against the data, next to the model.
+
+Panels: predicted vs observed for the formula and for the KAN, the residuals of both
+against each input, and the complexity/error trade-off of the formulas the Occam
+step tried (:func:`kansym.symbolic.occam.simplify_edges`) with the chosen one marked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from kansym.errors import DataError
+
+__all__ = ["ReportResult", "plot_report", "search_front", "formula_from_record", "pareto_mask"]
+
+MAX_RESIDUAL_PANELS = 8
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What :func:`plot_report` drew.
+
+    Attributes
+    ----------
+    figure : matplotlib.figure.Figure
+    formula : sympy.Expr
+        The formula drawn (CSV units and names).
+    n_front : int
+        Formulas on the complexity/error panel (0 without a front).
+    n_residual_panels : int
+        Inputs whose residual panel was drawn.
+    """
+
+    figure: Any
+    formula: Any
+    n_front: int
+    n_residual_panels: int
+
+
+def formula_from_record(record: Mapping[str, Any], bundle: Any) -> Any:
+    """The sympy formula of a ``formula.json`` record, on the bundle's CSV symbols.
+
+    Raises
+    ------
+    DataError
+        If the record's formula cannot be read, or uses names the model lacks.
+    """
+    import sympy
+
+    from kansym.symbolic.compose import input_symbols
+
+    symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
+    local = {s.name: s for s in symbols}
+    try:
+        expr = sympy.parse_expr(str(record["sympy"]), local_dict=local)
+    except (KeyError, SyntaxError, TypeError, sympy.SympifyError) as exc:
+        raise DataError(f"cannot read the formula of the fits file ({exc}); pass the formula.json that kansym fit wrote") from exc
+    unknown = {s.name for s in expr.free_symbols} - set(local)
+    if unknown:
+        raise DataError(f"the formula uses {sorted(unknown)}, which are not inputs of this checkpoint; pass its own formula.json")
+    return expr
+
+
+def search_front(bundle: Any, *, library: Sequence[str] | None = None, r2_threshold: float = 0.999) -> list:
+    """The formulas the Occam step tries on a bundled (pruned) model, single output.
+
+    Runs :func:`kansym.symbolic.compose.symbolify` and
+    :func:`kansym.symbolic.occam.simplify_edges` on the calibration rows (seconds).
+
+    Returns
+    -------
+    list of Candidate
+        Every formula tried, with its complexity, normalised error and whether the
+        search moved to it (the last accepted one is the choice).
+    """
+    from kansym.symbolic.compose import input_symbols, symbolify
+    from kansym.symbolic.occam import simplify_edges
+
+    sym, candidates = symbolify(bundle.model, bundle.model_inputs().double(), bundle.transform, bundle.input_names,
+                                bundle.output_names, library=library, r2_threshold=r2_threshold)
+    symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
+    _, tried = simplify_edges(sym, candidates, symbols, bundle.x_cal, bundle.y_cal[:, 0])
+    return tried
+
+
+def pareto_mask(complexity: np.ndarray, error: np.ndarray) -> np.ndarray:
+    """Boolean mask of the points no other point beats in both complexity and error."""
+    c, e = np.asarray(complexity, float), np.asarray(error, float)
+    keep = np.ones(len(c), dtype=bool)
+    for k in range(len(c)):
+        dominated = (c <= c[k]) & (e <= e[k]) & ((c < c[k]) | (e < e[k]))
+        keep[k] = not bool(dominated.any())
+    return keep
+
+
+def _diagonal(ax: Any, obs: np.ndarray, pred: np.ndarray, title: str, log: bool, color: str) -> None:
+    ok = np.isfinite(pred) & (pred > 0 if log else True)
+    ax.scatter(obs[ok], pred[ok], s=5, alpha=0.5, color=color)
+    lo, hi = float(np.min(obs)), float(np.max(obs))
+    ax.plot([lo, hi], [lo, hi], color="black", lw=0.8)
+    if log and lo > 0:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel("observed")
+    ax.set_ylabel("predicted")
+    ax.set_title(title, fontsize=9)
+
+
+def _r2(y: np.ndarray, f: np.ndarray) -> float:
+    from kansym.symbolic.verify import r2_score
+
+    return float(r2_score(y, f))
+
+
+def plot_report(
+    bundle: Any,
+    formula: Any = None,
+    *,
+    front: Sequence[Any] | None = None,
+    x: np.ndarray | None = None,
+    y: np.ndarray | None = None,
+    output: int = 0,
+) -> ReportResult:
+    """Draw the formula report of a bundled model.
+
+    Parameters
+    ----------
+    bundle : ModelBundle
+        Usually the pruned model.
+    formula : sympy.Expr, optional
+        In CSV names and units (e.g. from :func:`formula_from_record`); by default it
+        is discovered here with :func:`kansym.pipeline.symbolify_bundle` (seconds).
+    front : sequence of Candidate or of dict, optional
+        Formulas with ``complexity``, ``error`` and ``accepted`` (e.g. :func:`search_front`);
+        drawn as complexity vs error with the Pareto front and the choice (last accepted).
+    x, y : ndarray, optional
+        CSV-unit rows ``(N, d_in)``, ``(N, d_out)`` (default: the calibration rows).
+    output : int
+        Which output the formula predicts.
+
+    Returns
+    -------
+    ReportResult
+
+    Raises
+    ------
+    DataError
+        If ``output`` is not an output of the model, or the formula fails on the data.
+    """
+    from kansym.plot._mpl import new_figure
+    from kansym.symbolic.compose import input_symbols, lambdify_formula
+
+    if not 0 <= output < len(bundle.output_names):
+        raise DataError(f"output {output} does not exist; the model has {len(bundle.output_names)} output(s)")
+    x = bundle.x_cal if x is None else x
+    y = bundle.y_cal if y is None else y
+    if formula is None:
+        from kansym.pipeline import DiscoverConfig, symbolify_bundle
+
+        formula = symbolify_bundle(bundle, DiscoverConfig(), x, y)[1][output].expr
+    symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
+    with np.errstate(all="ignore"):
+        f_pred = np.broadcast_to(np.asarray(lambdify_formula(formula, symbols)(x), dtype=float), (x.shape[0],))
+    m_pred = bundle.predict(x)[:, output]
+    obs = y[:, output]
+    log = bool(bundle.transform.log_space) and bool(np.all(obs > 0))
+    d_in = x.shape[1]
+    n_res = min(d_in, MAX_RESIDUAL_PANELS)
+    ncols = max(3, min(n_res, 4))
+    nrows = 1 + -(-n_res // ncols)
+    fig = new_figure(3.4 * ncols, 3.0 * nrows + 0.6)
+    gs = fig.add_gridspec(nrows, ncols, hspace=0.55, wspace=0.35)
+    target = bundle.output_names[output]
+    _diagonal(fig.add_subplot(gs[0, 0]), obs, f_pred, f"formula: R\u00b2 = {_r2(obs, f_pred):.6f}", log, "tab:red")
+    _diagonal(fig.add_subplot(gs[0, 1]), obs, m_pred, f"KAN: R\u00b2 = {_r2(obs, m_pred):.6f}", log, "tab:blue")
+    n_front = _front_panel(fig.add_subplot(gs[0, 2]), front)
+    with np.errstate(all="ignore"):
+        res_f = f_pred / obs - 1.0 if log else f_pred - obs
+        res_m = m_pred / obs - 1.0 if log else m_pred - obs
+    for k in range(n_res):
+        ax = fig.add_subplot(gs[1 + k // ncols, k % ncols])
+        ax.scatter(x[:, k], res_m, s=4, alpha=0.4, color="tab:blue", label="KAN")
+        ax.scatter(x[:, k], res_f, s=4, alpha=0.5, color="tab:red", label="formula")
+        ax.axhline(0.0, color="black", lw=0.8)
+        ax.set_xlabel(str(bundle.input_names[k]))
+        ax.set_ylabel("relative residual" if log else "residual")
+        if log and np.all(x[:, k] > 0) and x[:, k].max() > 100 * x[:, k].min():
+            ax.set_xscale("log")
+        if k == 0:
+            ax.legend(fontsize=7, markerscale=2)
+    title = f"{target} = {_short(formula)}"
+    if n_res < d_in:
+        title += f"\n(residuals against the first {n_res} of {d_in} inputs)"
+    fig.suptitle(title, fontsize=10)
+    return ReportResult(fig, formula, n_front, n_res)
+
+
+def _short(expr: Any, limit: int = 110) -> str:
+    import sympy
+
+    text = str(sympy.N(expr, 4)) if expr.atoms(sympy.Float) else str(expr)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _front_panel(ax: Any, front: Sequence[Any] | None) -> int:
+    """Complexity vs error of the tried formulas; the Pareto front joined; the choice starred."""
+    if not front:
+        ax.text(0.5, 0.5, "no Pareto front recorded\n(run without --fits to search one)", ha="center", va="center",
+                transform=ax.transAxes, fontsize=8, color="0.4")
+        ax.set_axis_off()
+        return 0
+
+    def get(c: Any, key: str) -> Any:
+        return c[key] if isinstance(c, Mapping) else getattr(c, key)
+
+    comp = np.array([float(get(c, "complexity")) for c in front])
+    err = np.array([float(get(c, "error")) for c in front])
+    ok = np.isfinite(err)
+    floor = max(float(err[ok & (err > 0)].min()) if (ok & (err > 0)).any() else 1e-12, 1e-16)
+    err_plot = np.where(ok, np.maximum(err, floor), np.nan)
+    ax.scatter(comp, err_plot, s=18, color="0.6", label="tried")
+    pm = pareto_mask(comp[ok], err_plot[ok])
+    pc, pe = comp[ok][pm], err_plot[ok][pm]
+    order = np.argsort(pc)
+    ax.step(pc[order], pe[order], where="post", color="tab:purple", lw=1.2, label="Pareto front")
+    chosen = [k for k, c in enumerate(front) if bool(get(c, "accepted"))]
+    if chosen:
+        k = chosen[-1]
+        ax.scatter([comp[k]], [err_plot[k]], marker="*", s=160, color="gold", edgecolor="black", zorder=5, label="chosen")
+    ax.set_yscale("log")
+    ax.set_xlabel("complexity")
+    ax.set_ylabel("normalised RMS error")
+    ax.set_title("formulas tried", fontsize=9)
+    ax.legend(fontsize=7)
+    return len(front)
