@@ -42,7 +42,7 @@ def _data(bundle, data: str | None):
     return table.x, table.y
 
 
-def draw(bundle, kind: str, *, edge=None, fits_path=None, show_pruned=False, beta=3.0, theta=None, x=None, y=None):
+def draw(bundle, kind: str, *, edge=None, fits_path=None, show_pruned=False, beta=3.0, theta=None, x=None, y=None, front=True):
     """The figure of ``kind`` for a bundle, and a one-line summary of what was drawn."""
     from kansym import plot as P
 
@@ -58,8 +58,8 @@ def draw(bundle, kind: str, *, edge=None, fits_path=None, show_pruned=False, bet
         return r.figure, f"edge {','.join(map(str, r.edge))}: {fit}"
     if kind == "report":
         formula = P.formula_from_record(record, bundle) if record else None
-        front = P.search_front(bundle) if len(bundle.output_names) == 1 else None
-        r = P.plot_report(bundle, formula, front=front, x=x, y=y)
+        tried = P.search_front(bundle) if front and len(bundle.output_names) == 1 else None
+        r = P.plot_report(bundle, formula, front=tried, x=x, y=y)
         return r.figure, f"formula {r.formula}; {r.n_front} formulas on the complexity/error panel"
     r = P.plot_curves(bundle.meta)
     return r.figure, f"{r.n_steps} training steps, {r.n_finetune_steps} fine-tuning steps"
@@ -74,11 +74,12 @@ def draw(bundle, kind: str, *, edge=None, fits_path=None, show_pruned=False, bet
 @click.option("--beta", default=3.0, show_default=True, type=float, help="Diagram: edge opacity is tanh(beta * normalised L1 score).")
 @click.option("--theta", default=None, type=float, help="Diagram: treat nodes that pruning at THETA removes as pruned.")
 @click.option("--fits", default=None, type=click.Path(dir_okay=False), help="formula.json of this checkpoint: primitives on the diagram, fit on the edge plot, formula of the report.")
+@click.option("--front/--no-front", default=True, show_default=True, help="Report: search the formulas of the Occam step and draw complexity vs error (seconds).")
 @click.option("--data", default=None, type=click.Path(dir_okay=False), help="CSV with the model's columns to plot on (default: the checkpoint's calibration rows).")
 @click.option("--force", is_flag=True, help="Overwrite an existing image not written by kansym.")
 @common_options
 @run_safely
-def plot_command(checkpoint, kind, output, edge, show_pruned, beta, theta, fits, data, force, seed, device, quiet):
+def plot_command(checkpoint, kind, output, edge, show_pruned, beta, theta, fits, front, data, force, seed, device, quiet):
     """Draw CHECKPOINT: the KAN diagram, one edge, the formula report or the training curves.
 
     \b
@@ -109,7 +110,7 @@ def plot_command(checkpoint, kind, output, edge, show_pruned, beta, theta, fits,
 
         check_edge(parsed_edge, bundle.model.width)
     x, y = _data(bundle, data)
-    figure, summary = draw(bundle, kind, edge=parsed_edge, fits_path=fits, show_pruned=show_pruned, beta=beta, theta=theta, x=x, y=y)
+    figure, summary = draw(bundle, kind, edge=parsed_edge, fits_path=fits, show_pruned=show_pruned, beta=beta, theta=theta, x=x, y=y, front=front)
     from kansym.plot._mpl import save_figure
 
     save_figure(figure, out)

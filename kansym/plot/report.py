@@ -64,11 +64,14 @@ def formula_from_record(record: Mapping[str, Any], bundle: Any) -> Any:
     return expr
 
 
-def search_front(bundle: Any, *, library: Sequence[str] | None = None, r2_threshold: float = 0.999) -> list:
+def search_front(bundle: Any, *, library: Sequence[str] | None = None, r2_threshold: float = 0.999,
+                 time_budget: float = 5.0) -> list:
     """The formulas the Occam step tries on a bundled (pruned) model, single output.
 
     Runs :func:`kansym.symbolic.compose.symbolify` and
-    :func:`kansym.symbolic.occam.simplify_edges` on the calibration rows (seconds).
+    :func:`kansym.symbolic.occam.simplify_edges` on the calibration rows (about a
+    second for a pruned model; an unpruned one with many poorly fitting edges takes
+    longer, and no new trial starts after ``time_budget`` seconds).
 
     Returns
     -------
@@ -82,7 +85,7 @@ def search_front(bundle: Any, *, library: Sequence[str] | None = None, r2_thresh
     sym, candidates = symbolify(bundle.model, bundle.model_inputs().double(), bundle.transform, bundle.input_names,
                                 bundle.output_names, library=library, r2_threshold=r2_threshold)
     symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
-    _, tried = simplify_edges(sym, candidates, symbols, bundle.x_cal, bundle.y_cal[:, 0])
+    _, tried = simplify_edges(sym, candidates, symbols, bundle.x_cal, bundle.y_cal[:, 0], time_budget=time_budget)
     return tried
 
 
@@ -208,7 +211,7 @@ def _short(expr: Any, limit: int = 110) -> str:
 def _front_panel(ax: Any, front: Sequence[Any] | None) -> int:
     """Complexity vs error of the tried formulas; the Pareto front joined; the choice starred."""
     if not front:
-        ax.text(0.5, 0.5, "no Pareto front recorded\n(run without --fits to search one)", ha="center", va="center",
+        ax.text(0.5, 0.5, "no Pareto front recorded\n(kansym plot --kind report --front searches one)", ha="center", va="center",
                 transform=ax.transAxes, fontsize=8, color="0.4")
         ax.set_axis_off()
         return 0
