@@ -208,8 +208,10 @@ def plot_diagram(
             ax.plot(bx[b] - box_w / 2 + box_w * (0.1 + 0.8 * gu), y0 + BOX_H * (0.12 + 0.76 * vu),
                     color="black", alpha=alpha, lw=1.2, zorder=4)
             fit = fits.get((l, i, j))
-            if fit is not None:
-                ax.text(bx[b], y1 + 0.015, fit.primitive, ha="center", va="bottom", fontsize=7, color="darkred",
+            if fit is not None:  # beside the box when there is room, else above it
+                beside = span / max(len(with_box), 1) - box_w >= 0.45
+                ax.text(bx[b] + box_w / 2 + 0.04 if beside else bx[b], l + 0.5 if beside else y1 + 0.015, fit.primitive,
+                        ha="left" if beside else "center", va="center" if beside else "bottom", fontsize=8, color="darkred",
                         zorder=5, bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8})
             n_insets += 1
         for i, j, a in drawn[l]:
