@@ -124,6 +124,9 @@ class Formula:
     fidelity : Fidelity
         R² on the data and against the model.
     target : str
+    candidates : tuple of kansym.symbolic.occam.Candidate
+        Every formula the Occam step evaluated (complexity, error, BIC, accepted),
+        before the final refinement: the complexity/error front of the search.
     """
 
     expr: sympy.Expr
@@ -131,6 +134,7 @@ class Formula:
     symbols: tuple[sympy.Symbol, ...]
     fidelity: Fidelity
     target: str
+    candidates: tuple = ()
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """Evaluate on CSV inputs ``(N, d_in)`` -> ``(N,)``."""
@@ -244,8 +248,9 @@ def symbolify_bundle(
         r2_threshold=config.r2_threshold,
     )
     symbols = tuple(input_symbols(bundle.input_names, positive=bundle.transform.log_space))
+    tried: list = []
     if len(bundle.output_names) == 1 and config.simplify_edges:
-        sym, _ = simplify_edges(sym, candidates, symbols, x, y[:, 0])
+        sym, tried = simplify_edges(sym, candidates, symbols, x, y[:, 0])
     y_model = bundle.predict(x)
     loss_space = "log" if bundle.transform.log_space else "linear"
     formulas = []
@@ -256,7 +261,9 @@ def symbolify_bundle(
         if not np.isfinite(fid.r2_data) or fid.r2_data < raw_fid.r2_data - 1e-6:
             log.info("refinement lowered R² (%.6g < %.6g); keeping the raw composition", fid.r2_data, raw_fid.r2_data)
             expr, fid = raw, raw_fid
-        formulas.append(Formula(expr=expr, raw=raw, symbols=symbols, fidelity=fid, target=bundle.output_names[k]))
+        formulas.append(
+            Formula(expr=expr, raw=raw, symbols=symbols, fidelity=fid, target=bundle.output_names[k], candidates=tuple(tried))
+        )
     return sym, tuple(formulas)
 
 

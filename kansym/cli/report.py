@@ -28,6 +28,17 @@ def formula_record(formula, bundle, symbolic, *, extra: dict | None = None) -> d
         "max_abs_err": fid.max_abs_err,
         "rmse": fid.rmse,
         "space": "log" if bundle.transform.log_space else "linear",
+        "candidates": [
+            {
+                "sympy": str(c.expr),
+                "complexity": c.complexity,
+                "error": c.error,
+                "bic": c.bic,
+                "accepted": c.accepted,
+                "primitives": {":".join(map(str, k)): v for k, v in sorted(c.primitives.items())},
+            }
+            for c in formula.candidates
+        ],
         "edges": [
             {"id": list(k), **v.to_dict()} for k, v in sorted(symbolic.edges.items())
         ],
