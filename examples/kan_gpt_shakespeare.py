@@ -4,8 +4,10 @@
 
 nanoGPT's char-level CPU recipe (block 64, batch 12, 4 layers, 4 heads, n_embd 128,
 lr 1e-3). The KAN run adds weight-based L1 + entropy sparsification (``--lamb``), and
-its best checkpoint is node-pruned with ``--theta``. Use ``--max-iters 20`` for a
-quick look. Writes everything under ``--out``.
+its best checkpoint is node-pruned with ``--theta``: by default on sampled edge
+magnitudes ``mean |phi(x)|`` over 8 training batches (``--score sample``), with
+``theta`` a fraction of each layer's strongest unit (``--absolute`` for a plain
+threshold). Use ``--max-iters 20`` for a quick look. Writes everything under ``--out``.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import argparse
 import json
 from pathlib import Path
 
+import torch
+
 from kansym.gpt.checkpoint import load_gpt, save_gpt
 from kansym.gpt.config import GPTTrainConfig, KANGPTConfig
-from kansym.gpt.data import load_char_data
+from kansym.gpt.data import get_batch, load_char_data
 from kansym.gpt.prune import prune_gpt
 from kansym.gpt.sample import sample_text
 from kansym.gpt.train import estimate_loss, train
@@ -28,7 +32,9 @@ def main() -> None:
     p.add_argument("--out", default="out/kan_gpt_shakespeare")
     p.add_argument("--max-iters", type=int, default=2000)
     p.add_argument("--lamb", type=float, default=1e-5, help="Sparsification weight of the KAN run.")
-    p.add_argument("--theta", type=float, default=1e-2, help="Node-pruning threshold.")
+    p.add_argument("--theta", type=float, default=0.2, help="Node-pruning threshold (fraction of each layer's strongest unit).")
+    p.add_argument("--score", choices=["weight", "sample"], default="sample", help="Edge magnitudes for pruning.")
+    p.add_argument("--absolute", action="store_true", help="theta is an absolute score, not relative per layer.")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
 
@@ -45,8 +51,10 @@ def main() -> None:
               f"({result.history[-1]['elapsed_s']:.0f} s of training)")
 
     loaded = load_gpt(out / "kan" / "best.pt")
-    pruned = prune_gpt(loaded.model, theta=args.theta)
     data = load_char_data(args.text, vocab=loaded.vocab)
+    gen = torch.Generator().manual_seed(args.seed)
+    idx = torch.cat([get_batch(data.train, config.batch_size, 64, gen)[0] for _ in range(8)]) if args.score == "sample" else None
+    pruned = prune_gpt(loaded.model, theta=args.theta, idx=idx, relative=not args.absolute)
     before = estimate_loss(loaded.model, data, config)["val"]
     after = estimate_loss(pruned.model, data, config)["val"]
     save_gpt(out / "kan" / "pruned.pt", pruned.model, loaded.vocab, prune=pruned.report)

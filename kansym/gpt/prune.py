@@ -2,13 +2,30 @@
 
 Hidden unit ``i`` of a KAN FFN (``C -> h -> C``) has an incoming score
 ``I_i = max_j e(fc)_{i j}`` (the strongest edge entering it) and an outgoing score
-``O_i = max_j e(proj)_{j i}`` (the strongest edge leaving it); it survives iff both
-exceed ``theta`` (Liu et al. 2024, "KAN: Kolmogorov–Arnold Networks",
-arXiv:2404.19756, §2.5.1). The edge magnitudes ``e`` are the weight-based ones of
-:func:`kansym.gpt.ffn.edge_scores` (``|w_b| + |w_s| mean_k |c_k|``), not sampled
-activations. Removed units are sliced out of the tensors, so the pruned model is
-physically smaller and computes exactly what the model with those units masked
-(incoming and outgoing edges) computes.
+``O_i = max_j e(proj)_{j i}`` (the strongest edge leaving it); its strength is
+``min(I_i, O_i)`` and it survives iff the strength exceeds ``theta`` (Liu et al. 2024,
+"KAN: Kolmogorov–Arnold Networks", arXiv:2404.19756, §2.5.1).
+
+Two edge magnitudes ``e`` are offered:
+
+* ``score="weight"`` (default without text): the weight-based magnitudes of
+  :func:`kansym.gpt.ffn.edge_scores` (``|w_b| + |w_s| mean_k |c_k|``), the quantity
+  the sparsification penalises. Cheap, but blind to the inputs: a spline whose
+  coefficients are large where no input ever falls scores high.
+* ``score="sample"``: the paper's own definition (eq. 2.17), the mean over real
+  tokens of ``|phi_ij(x_s)|``, with ``x_s`` the FFN's actual inputs (the ``ln_2``
+  outputs, then the hidden activations) on a batch of text. Exact for what the model
+  does on that text; costs one forward pass plus a ``(tokens, h, C)`` edge tensor per
+  layer, evaluated in chunks.
+
+With ``relative=True`` the strengths of each KAN FFN are divided by the largest one
+of that FFN, so ``theta`` is a fraction of the layer's strongest unit (in ``(0, 1]``)
+rather than an absolute magnitude; layers whose activations differ in scale are then
+pruned by the same rule.
+
+Removed units are sliced out of the tensors, so the pruned model is physically
+smaller and computes exactly what the model with those units masked (incoming and
+outgoing edges) computes.
 """
 
 from __future__ import annotations
@@ -21,7 +38,8 @@ from kansym.errors import ConfigError
 from kansym.gpt.ffn import KANFFN, edge_scores
 from kansym.gpt.model import KANGPT
 
-__all__ = ["GPTPruneResult", "node_scores", "prune_gpt"]
+__all__ = ["GPTPruneResult", "ffn_inputs", "node_scores", "prune_gpt", "unit_strengths"]
+
 
 # Per-edge tensors of a KAN layer, laid out (out, in, ...).
 _EDGE_TENSORS = ("coef", "scale_base", "scale_sp", "mask")
@@ -48,16 +66,100 @@ class GPTPruneResult:
 
 
 @torch.no_grad()
-def node_scores(ffn: KANFFN) -> tuple[torch.Tensor, torch.Tensor]:
+def ffn_inputs(model: KANGPT, idx: torch.Tensor) -> dict[int, torch.Tensor]:
+    """The inputs of every KAN FFN of ``model`` on the token batch ``idx``.
+
+    Parameters
+    ----------
+    model : KANGPT
+    idx : LongTensor (B, T)
+
+    Returns
+    -------
+    dict of int -> Tensor (B T, C)
+        Per KAN layer, the ``ln_2`` outputs the FFN receives, one row per token.
+    """
+    captured: dict[int, torch.Tensor] = {}
+    handles = []
+    for layer, ffn in model.kan_ffns():
+        def hook(module, args, layer=layer):
+            captured[layer] = args[0].reshape(-1, args[0].shape[-1]).detach()
+        handles.append(ffn.register_forward_pre_hook(hook))
+    was_training = model.training
+    model.eval()
+    try:
+        model(idx.to(next(model.parameters()).device))
+    finally:
+        for h in handles:
+            h.remove()
+        model.train(was_training)
+    return captured
+
+
+def _mean_abs_edges(layer, x: torch.Tensor, chunk: int) -> torch.Tensor:
+    """``mean_s |phi_ji(x_si)|`` of every edge of a KAN layer: ``(N, in) -> (out, in)``."""
+    total = x.new_zeros(layer.out_features, layer.in_features)
+    for start in range(0, x.shape[0], chunk):
+        total += layer.edge_outputs(x[start:start + chunk]).abs().sum(dim=0)  # (out, in)
+    return total / x.shape[0]
+
+
+@torch.no_grad()
+def node_scores(ffn: KANFFN, x: torch.Tensor | None = None, *, chunk: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
     """Incoming and outgoing scores of the hidden units of a KAN FFN.
+
+    Parameters
+    ----------
+    ffn : KANFFN
+    x : Tensor (N, C), optional
+        The FFN's inputs on real tokens (:func:`ffn_inputs`). Without it the scores are
+        weight-based (:func:`kansym.gpt.ffn.edge_scores`); with it they are the
+        sampled edge magnitudes ``mean_s |phi(x_s)|`` of the KAN paper's eq. 2.17.
+    chunk : int
+        Tokens per edge-tensor evaluation (memory ``chunk * h * C`` floats).
 
     Returns
     -------
     incoming, outgoing : Tensor (h,)
     """
-    incoming = edge_scores(ffn.fc).amax(dim=1)  # (h, C) -> (h,)
-    outgoing = edge_scores(ffn.proj).amax(dim=0)  # (C, h) -> (h,)
+    if x is None:
+        e_fc, e_proj = edge_scores(ffn.fc), edge_scores(ffn.proj)
+    else:
+        e_fc = _mean_abs_edges(ffn.fc, x, chunk)  # (h, C)
+        e_proj = _mean_abs_edges(ffn.proj, ffn.fc(x), chunk)  # (C, h)
+    incoming = e_fc.amax(dim=1)  # (h, C) -> (h,)
+    outgoing = e_proj.amax(dim=0)  # (C, h) -> (h,)
     return incoming, outgoing
+
+
+@torch.no_grad()
+def unit_strengths(
+    model: KANGPT, idx: torch.Tensor | None = None, *, relative: bool = False
+) -> dict[int, torch.Tensor]:
+    """``min(incoming, outgoing)`` of every hidden unit of every KAN FFN.
+
+    Parameters
+    ----------
+    model : KANGPT
+    idx : LongTensor (B, T), optional
+        Tokens of real text: sample-based scores (see the module docstring); without
+        it, weight-based scores.
+    relative : bool
+        Divide each FFN's strengths by its largest one.
+
+    Returns
+    -------
+    dict of int -> Tensor (h,)
+    """
+    inputs = ffn_inputs(model, idx) if idx is not None else {}
+    out = {}
+    for layer, ffn in model.kan_ffns():
+        incoming, outgoing = node_scores(ffn, inputs.get(layer))
+        strength = torch.minimum(incoming, outgoing)  # (h,)
+        if relative:
+            strength = strength / strength.max().clamp_min(1e-30)
+        out[layer] = strength
+    return out
 
 
 def _slice_layer(sd: dict, prefix: str, index: torch.Tensor, dim: int) -> None:
@@ -70,7 +172,9 @@ def _slice_layer(sd: dict, prefix: str, index: torch.Tensor, dim: int) -> None:
 
 
 @torch.no_grad()
-def prune_gpt(model: KANGPT, theta: float = 1e-2) -> GPTPruneResult:
+def prune_gpt(
+    model: KANGPT, theta: float = 1e-2, *, idx: torch.Tensor | None = None, relative: bool = False
+) -> GPTPruneResult:
     """Remove the KAN FFN hidden units whose incoming or outgoing score is below ``theta``.
 
     Every KAN FFN keeps at least its strongest unit (``min(I, O)`` largest). MLP
@@ -80,7 +184,13 @@ def prune_gpt(model: KANGPT, theta: float = 1e-2) -> GPTPruneResult:
     ----------
     model : KANGPT
     theta : float
-        Score threshold (DESIGN.md §3), > 0.
+        Score threshold (DESIGN.md §3), > 0; a fraction of each layer's strongest
+        unit when ``relative``.
+    idx : LongTensor (B, T), optional
+        Tokens of real text for sample-based scores (module docstring); without it the
+        scores are weight-based.
+    relative : bool
+        Threshold each FFN's strengths relative to its strongest unit.
 
     Returns
     -------
@@ -96,13 +206,13 @@ def prune_gpt(model: KANGPT, theta: float = 1e-2) -> GPTPruneResult:
     ffns = model.kan_ffns()
     if not ffns:
         raise ConfigError("the model has no KAN feed-forward layer to prune; train it with --ffn kan or a hybrid list")
+    strengths = unit_strengths(model, idx, relative=relative)
     sd = {k: v.clone() for k, v in model.state_dict().items()}
     hidden = list(model.config.kan_hidden)
     kept: dict[int, list[int]] = {}
     layers = []
     for layer, ffn in ffns:
-        incoming, outgoing = node_scores(ffn)
-        strength = torch.minimum(incoming, outgoing)  # (h,)
+        strength = strengths[layer]  # (h,)
         keep = torch.nonzero(strength > theta).flatten()
         if keep.numel() == 0:
             keep = strength.argmax().reshape(1)
@@ -119,6 +229,8 @@ def prune_gpt(model: KANGPT, theta: float = 1e-2) -> GPTPruneResult:
     after = sum(r["after"] for r in layers)
     report = {
         "theta": float(theta),
+        "score": "weight" if idx is None else "sample",
+        "relative": bool(relative),
         "layers": layers,
         "hidden_before": before,
         "hidden_after": after,

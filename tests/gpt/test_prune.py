@@ -7,7 +7,7 @@ from kansym.errors import ConfigError
 from kansym.gpt.checkpoint import load_gpt, save_gpt
 from kansym.gpt.data import CharVocab
 from kansym.gpt.model import KANGPT
-from kansym.gpt.prune import node_scores, prune_gpt
+from kansym.gpt.prune import ffn_inputs, node_scores, prune_gpt, unit_strengths
 from kansym.gpt.sample import sample_text
 from kansym.nn.bases import BASES
 
@@ -63,3 +63,58 @@ def test_keeps_at_least_one_unit_and_checks_input():
         prune_gpt(model, theta=0)
     with pytest.raises(ConfigError, match="no KAN"):
         prune_gpt(KANGPT(tiny_config(ffn="mlp")), theta=0.1)
+
+
+def test_ffn_inputs_are_the_ln2_outputs():
+    model = KANGPT(tiny_config(ffn="kan,mlp")).double().eval()
+    idx = torch.randint(11, (3, 8))
+    inputs = ffn_inputs(model, idx)
+    assert set(inputs) == {0}
+    got = {}
+    handle = model.blocks[0].ln_2.register_forward_hook(lambda m, a, out: got.setdefault("x", out))
+    with torch.no_grad():
+        model(idx)
+    handle.remove()
+    torch.testing.assert_close(inputs[0], got["x"].reshape(-1, 16))
+
+
+@pytest.mark.parametrize("basis", BASES)
+def test_sample_scores_are_mean_abs_edge_outputs(basis):
+    model = KANGPT(tiny_config(kan_basis=basis, kan_hidden=5)).double().eval()
+    idx = torch.randint(11, (3, 8))
+    ffn = model.blocks[1].ffn
+    x = ffn_inputs(model, idx)[1]  # (24, 16)
+    incoming, outgoing = node_scores(ffn, x, chunk=7)  # chunks that do not divide 24
+    with torch.no_grad():
+        e_fc = ffn.fc.edge_outputs(x).abs().mean(0)  # (5, 16)
+        e_proj = ffn.proj.edge_outputs(ffn.fc(x)).abs().mean(0)  # (16, 5)
+    torch.testing.assert_close(incoming, e_fc.amax(1))
+    torch.testing.assert_close(outgoing, e_proj.amax(0))
+    # an edge's sampled output is its forward contribution: the edges of a unit sum to it
+    with torch.no_grad():
+        torch.testing.assert_close(ffn.fc.edge_outputs(x).sum(-1), ffn.fc(x))
+
+
+def test_sample_and_relative_pruning():
+    model = KANGPT(tiny_config(kan_hidden=6)).double().eval()
+    weaken(model, 0, [1, 4])
+    idx = torch.randint(11, (4, 8))
+    strengths = unit_strengths(model, idx, relative=True)
+    for s in strengths.values():
+        assert s.max() == pytest.approx(1.0) and (s > 0).all()
+    assert (strengths[0][[1, 4]] < 1e-3).all()
+    result = prune_gpt(model, theta=1e-2, idx=idx, relative=True)
+    assert result.kept[0] == [0, 2, 3, 5]
+    assert result.report["score"] == "sample" and result.report["relative"]
+    masked = KANGPT.from_state(model.state()).eval()
+    with torch.no_grad():
+        masked.blocks[0].ffn.fc.mask[[1, 4], :] = 0
+        masked.blocks[0].ffn.proj.mask[:, [1, 4]] = 0
+    keep1 = result.kept[1]
+    drop1 = [i for i in range(6) if i not in keep1]
+    with torch.no_grad():  # layer 1 may lose weak units of its own
+        masked.blocks[1].ffn.fc.mask[drop1, :] = 0
+        masked.blocks[1].ffn.proj.mask[:, drop1] = 0
+    torch.testing.assert_close(result.model(idx)[0], masked(idx)[0])
+    # relative theta above 1 keeps only each layer's strongest unit
+    assert prune_gpt(model, theta=1.5, idx=idx, relative=True).model.config.kan_hidden == (1, 1)
