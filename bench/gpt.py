@@ -13,6 +13,7 @@ Usage::
 
     python bench/gpt.py --text ../shared/data/shakespeare.txt --out bench/results/gpt
     python bench/gpt.py --max-iters 20 --eval-interval 10 --eval-iters 2   # smoke run
+    python bench/gpt.py --time-steps 100 --threads 1   # step times only, interleaved
 
 Prints one JSON line per model, then a Markdown table (also written to ``--out``).
 """
@@ -81,6 +82,44 @@ def run_one(args: argparse.Namespace) -> dict:
     }
 
 
+def time_steps(args: argparse.Namespace) -> dict:
+    """Median training-step time (ms) of each model, interleaved in rounds of 10 steps.
+
+    Interleaving spreads any load from other processes of a shared machine over all
+    models alike, so the ratios are fairer than those of the sequential full runs.
+    """
+    import statistics
+    import time
+
+    import torch
+
+    from kansym.gpt.config import KANGPTConfig
+    from kansym.gpt.model import KANGPT
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    names = args.models.split(",")
+    gen = torch.Generator().manual_seed(args.seed)
+    runs = {}
+    for name in names:
+        model = KANGPT(KANGPTConfig(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, ffn=MODELS[name], kan_basis=args.basis, seed=args.seed))
+        runs[name] = (model, torch.optim.AdamW(model.parameters(), lr=1e-3), [])
+    x = torch.randint(65, (12, 64), generator=gen)  # (B, T)
+    for rnd in range(1 + args.time_steps // 10):
+        for name, (model, opt, times) in runs.items():
+            for _ in range(10):
+                t0 = time.perf_counter()
+                _, loss = model(x, x)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                if rnd:  # round 0 warms up
+                    times.append(time.perf_counter() - t0)
+    ms = {name: 1000 * statistics.median(t) for name, (_, _, t) in runs.items()}
+    base = ms.get("mlp", next(iter(ms.values())))
+    return {name: {"step_ms": v, "ratio": v / base} for name, v in ms.items()} | {"threads": torch.get_num_threads()}
+
+
 def loss_at_time(curve: list, t: float) -> float:
     """Val loss at training time ``t`` by linear interpolation of ``(iter, elapsed_s, val_loss)`` rows."""
     prev = None
@@ -126,8 +165,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=0, help="torch threads per run (0: torch's default).")
+    p.add_argument("--time-steps", type=int, default=0, help="Only time N training steps per model, interleaved (no training run).")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+
+    if args.time_steps:
+        print(json.dumps(time_steps(args)))
+        return
 
     if args.one:
         print(json.dumps(run_one(args)))

@@ -132,11 +132,11 @@ def sample_command(checkpoint, prompt, tokens, temperature, top_k, seed, device,
 
 @gpt_group.command("prune")
 @click.argument("checkpoint", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--theta", default=1e-2, show_default=True, type=float, help="A KAN hidden unit survives iff its strongest incoming and outgoing edge scores both exceed theta (a fraction in (0, 1] with --relative).")
+@click.option("--theta", default=1e-2, show_default=True, type=float, help="A KAN hidden unit survives iff its strength (see --score) exceeds theta (a fraction in (0, 1] with --relative).")
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Pruned checkpoint.")
-@click.option("--text", default=None, type=click.Path(path_type=Path), help="Also report val loss before and after on this text; needed by --score sample.")
-@click.option("--score", default="weight", show_default=True, type=click.Choice(["weight", "sample"]), help="Edge magnitude: weight-based (|w_b| + |w_s| mean|c|) or sampled mean |phi(x)| on --score-batches training batches of --text (KAN paper eq. 2.17).")
-@click.option("--score-batches", default=8, show_default=True, help="Training batches (batch size x block size tokens each) for --score sample.")
+@click.option("--text", default=None, type=click.Path(path_type=Path), help="Also report val loss before and after on this text; needed by --score sample and output.")
+@click.option("--score", default="weight", show_default=True, type=click.Choice(["weight", "sample", "output"]), help="Unit strength: min of strongest in/out edge, weight-based (|w_b| + |w_s| mean|c|) or sampled mean |phi(x)| (KAN paper eq. 2.17); or 'output', the RMS norm of the unit's contribution to the FFN output. sample/output use --score-batches training batches of --text.")
+@click.option("--score-batches", default=8, show_default=True, help="Training batches (batch size x block size tokens each) for --score sample and output.")
 @click.option("--relative", is_flag=True, help="theta is a fraction of each layer's strongest unit instead of an absolute score.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @common_options
@@ -152,8 +152,8 @@ def prune_command(checkpoint, theta, output, text, score, score_batches, relativ
     from kansym.gpt.train import estimate_loss
 
     setup_logging(quiet)
-    if score == "sample" and text is None:
-        raise CLIError("--score sample needs --text (the tokens the edges are sampled on)")
+    if score != "weight" and text is None:
+        raise CLIError(f"--score {score} needs --text (the tokens the edges are sampled on)")
     check_output_file(output, force=force, protect=[checkpoint] + ([text] if text else []))
     loaded = load_gpt(checkpoint)
     data = config = idx = None
@@ -161,11 +161,11 @@ def prune_command(checkpoint, theta, output, text, score, score_batches, relativ
         saved = loaded.checkpoint.get("train", {}).get("config")
         config = GPTTrainConfig.from_dict(saved) if saved else GPTTrainConfig(seed=seed)
         data = load_char_data(text, val_fraction=config.val_fraction, vocab=loaded.vocab)
-    if score == "sample":
+    if score != "weight":
         gen = torch.Generator().manual_seed(seed)
         batches = [get_batch(data.train, config.batch_size, loaded.model.config.block_size, gen)[0] for _ in range(score_batches)]
         idx = torch.cat(batches)  # (score_batches * B, T)
-    result = prune_gpt(loaded.model, theta, idx=idx, relative=relative)
+    result = prune_gpt(loaded.model, theta, idx=idx, score=score, relative=relative)
     report = dict(result.report)
     if text is not None:
         report["val_loss_before"] = estimate_loss(loaded.model, data, config)["val"]

@@ -17,6 +17,12 @@ Two edge magnitudes ``e`` are offered:
   outputs, then the hidden activations) on a batch of text. Exact for what the model
   does on that text; costs one forward pass plus a ``(tokens, h, C)`` edge tensor per
   layer, evaluated in chunks.
+* ``score="output"``: not the paper's ``min(I, O)`` but what removing unit ``i``
+  takes away from the residual stream, ``c_i(s) = (phi_ji(h_i(s)))_j`` in ``R^C``;
+  the strength is ``sqrt(mean_s ||c_i(s)||^2)`` on the same tokens. KAN layers have
+  no bias, and a sparsified KAN-GPT keeps units whose incoming edges are dead (a
+  constant ``h_i``) as biases: ``min(I, O)`` scores them as negligible, removing them
+  shifts every token's residual stream. The output score keeps them.
 
 With ``relative=True`` the strengths of each KAN FFN are divided by the largest one
 of that FFN, so ``theta`` is a fraction of the layer's strongest unit (in ``(0, 1]``)
@@ -38,7 +44,7 @@ from kansym.errors import ConfigError
 from kansym.gpt.ffn import KANFFN, edge_scores
 from kansym.gpt.model import KANGPT
 
-__all__ = ["GPTPruneResult", "ffn_inputs", "node_scores", "prune_gpt", "unit_strengths"]
+__all__ = ["GPTPruneResult", "SCORES", "ffn_inputs", "node_scores", "output_scores", "prune_gpt", "unit_strengths"]
 
 
 # Per-edge tensors of a KAN layer, laid out (out, in, ...).
@@ -133,17 +139,54 @@ def node_scores(ffn: KANFFN, x: torch.Tensor | None = None, *, chunk: int = 256)
 
 
 @torch.no_grad()
+def output_scores(ffn: KANFFN, x: torch.Tensor, *, chunk: int = 256) -> torch.Tensor:
+    """RMS norm of each hidden unit's contribution to the FFN output on real tokens.
+
+    Parameters
+    ----------
+    ffn : KANFFN
+    x : Tensor (N, C)
+        The FFN's inputs (:func:`ffn_inputs`).
+
+    Returns
+    -------
+    Tensor (h,)
+        ``sqrt(mean_s sum_j phi_ji(h_i(s))^2)``, ``phi_ji`` the edges of ``ffn.proj``.
+    """
+    hidden = ffn.fc(x)  # (N, h)
+    total = x.new_zeros(ffn.hidden)
+    for start in range(0, x.shape[0], chunk):
+        total += ffn.proj.edge_outputs(hidden[start:start + chunk]).pow(2).sum(dim=(0, 1))  # (n, C, h) -> (h,)
+    return (total / x.shape[0]).sqrt()
+
+
+SCORES = ("weight", "sample", "output")
+
+
+def _check_score(score: str | None, idx: torch.Tensor | None) -> str:
+    score = score or ("weight" if idx is None else "sample")
+    if score not in SCORES:
+        raise ConfigError(f"unknown pruning score {score!r}; choose from {', '.join(SCORES)}")
+    if score != "weight" and idx is None:
+        raise ConfigError(f"the {score!r} score needs tokens of real text (idx)")
+    return score
+
+
+@torch.no_grad()
 def unit_strengths(
-    model: KANGPT, idx: torch.Tensor | None = None, *, relative: bool = False
+    model: KANGPT, idx: torch.Tensor | None = None, *, score: str | None = None, relative: bool = False
 ) -> dict[int, torch.Tensor]:
-    """``min(incoming, outgoing)`` of every hidden unit of every KAN FFN.
+    """The strength of every hidden unit of every KAN FFN (module docstring).
 
     Parameters
     ----------
     model : KANGPT
     idx : LongTensor (B, T), optional
-        Tokens of real text: sample-based scores (see the module docstring); without
-        it, weight-based scores.
+        Tokens of real text, needed by the ``sample`` and ``output`` scores.
+    score : {"weight", "sample", "output"}, optional
+        Default: ``sample`` when ``idx`` is given, else ``weight``. ``weight`` and
+        ``sample`` give ``min(incoming, outgoing)`` (:func:`node_scores`), ``output``
+        the unit's contribution (:func:`output_scores`).
     relative : bool
         Divide each FFN's strengths by its largest one.
 
@@ -151,11 +194,15 @@ def unit_strengths(
     -------
     dict of int -> Tensor (h,)
     """
-    inputs = ffn_inputs(model, idx) if idx is not None else {}
+    score = _check_score(score, idx)
+    inputs = ffn_inputs(model, idx) if score != "weight" else {}
     out = {}
     for layer, ffn in model.kan_ffns():
-        incoming, outgoing = node_scores(ffn, inputs.get(layer))
-        strength = torch.minimum(incoming, outgoing)  # (h,)
+        if score == "output":
+            strength = output_scores(ffn, inputs[layer])
+        else:
+            incoming, outgoing = node_scores(ffn, inputs.get(layer))
+            strength = torch.minimum(incoming, outgoing)  # (h,)
         if relative:
             strength = strength / strength.max().clamp_min(1e-30)
         out[layer] = strength
@@ -173,7 +220,12 @@ def _slice_layer(sd: dict, prefix: str, index: torch.Tensor, dim: int) -> None:
 
 @torch.no_grad()
 def prune_gpt(
-    model: KANGPT, theta: float = 1e-2, *, idx: torch.Tensor | None = None, relative: bool = False
+    model: KANGPT,
+    theta: float = 1e-2,
+    *,
+    idx: torch.Tensor | None = None,
+    score: str | None = None,
+    relative: bool = False,
 ) -> GPTPruneResult:
     """Remove the KAN FFN hidden units whose incoming or outgoing score is below ``theta``.
 
@@ -187,8 +239,9 @@ def prune_gpt(
         Score threshold (DESIGN.md §3), > 0; a fraction of each layer's strongest
         unit when ``relative``.
     idx : LongTensor (B, T), optional
-        Tokens of real text for sample-based scores (module docstring); without it the
-        scores are weight-based.
+        Tokens of real text for the ``sample`` and ``output`` scores.
+    score : {"weight", "sample", "output"}, optional
+        See :func:`unit_strengths`; default ``sample`` with ``idx``, else ``weight``.
     relative : bool
         Threshold each FFN's strengths relative to its strongest unit.
 
@@ -206,7 +259,8 @@ def prune_gpt(
     ffns = model.kan_ffns()
     if not ffns:
         raise ConfigError("the model has no KAN feed-forward layer to prune; train it with --ffn kan or a hybrid list")
-    strengths = unit_strengths(model, idx, relative=relative)
+    score = _check_score(score, idx)
+    strengths = unit_strengths(model, idx, score=score, relative=relative)
     sd = {k: v.clone() for k, v in model.state_dict().items()}
     hidden = list(model.config.kan_hidden)
     kept: dict[int, list[int]] = {}
@@ -229,7 +283,7 @@ def prune_gpt(
     after = sum(r["after"] for r in layers)
     report = {
         "theta": float(theta),
-        "score": "weight" if idx is None else "sample",
+        "score": score,
         "relative": bool(relative),
         "layers": layers,
         "hidden_before": before,

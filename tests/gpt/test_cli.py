@@ -51,11 +51,11 @@ def test_train_resume_sample_prune_edges(runner, text_file, tmp_path):
     assert {"val_loss_before", "val_loss_after", "hidden_after"} <= set(report)
     assert runner.invoke(cli, ["gpt", "sample", str(pruned), "--tokens", "5"]).exit_code == 0
     sampled = tmp_path / "ps.pt"
-    result = runner.invoke(cli, ["gpt", "prune", str(out / "last.pt"), "--theta", "0.5", "--score", "sample", "--relative",
+    result = runner.invoke(cli, ["gpt", "prune", str(out / "last.pt"), "--theta", "0.5", "--score", "output", "--relative",
                                  "--score-batches", "2", "-o", str(sampled), "--text", str(text_file)])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["score"] == "sample" and report["relative"] and 1 <= report["hidden_after"] <= report["hidden_before"]
+    assert report["score"] == "output" and report["relative"] and 1 <= report["hidden_after"] <= report["hidden_before"]
     one_line_error(runner.invoke(cli, ["gpt", "prune", str(out / "last.pt"), "--score", "sample", "-o", str(sampled), "--force"]),
                    "--text")
 

@@ -7,7 +7,7 @@ from kansym.errors import ConfigError
 from kansym.gpt.checkpoint import load_gpt, save_gpt
 from kansym.gpt.data import CharVocab
 from kansym.gpt.model import KANGPT
-from kansym.gpt.prune import ffn_inputs, node_scores, prune_gpt, unit_strengths
+from kansym.gpt.prune import ffn_inputs, node_scores, output_scores, prune_gpt, unit_strengths
 from kansym.gpt.sample import sample_text
 from kansym.nn.bases import BASES
 
@@ -118,3 +118,27 @@ def test_sample_and_relative_pruning():
     torch.testing.assert_close(result.model(idx)[0], masked(idx)[0])
     # relative theta above 1 keeps only each layer's strongest unit
     assert prune_gpt(model, theta=1.5, idx=idx, relative=True).model.config.kan_hidden == (1, 1)
+
+
+def test_output_score_is_the_units_contribution_and_keeps_bias_units():
+    model = KANGPT(tiny_config(kan_hidden=5)).double().eval()
+    ffn = model.blocks[0].ffn
+    with torch.no_grad():  # unit 2: dead incoming edges, so a constant h_2 -- a bias of the FFN
+        ffn.fc.scale_base[2] = 0
+        ffn.fc.scale_sp[2] = 0
+        ffn.proj.scale_base[:, 2] = 0.5  # ... and a large constant output
+        ffn.proj.coef[:, 2] = 1.0
+    idx = torch.randint(11, (3, 8))
+    x = ffn_inputs(model, idx)[0]
+    with torch.no_grad():
+        contrib = ffn.proj.edge_outputs(ffn.fc(x))  # (24, 16, 5)
+    torch.testing.assert_close(output_scores(ffn, x, chunk=5), contrib.pow(2).sum(1).mean(0).sqrt())
+    assert unit_strengths(model, idx, score="sample")[0][2] < 1e-12  # min(I, O) calls it dead
+    out = unit_strengths(model, idx, score="output", relative=True)[0]
+    assert out[2] > 0.5  # the output score sees what removing it takes away
+    result = prune_gpt(model, theta=1e-6, idx=idx, score="output")
+    assert 2 in result.kept[0] and result.report["score"] == "output"
+    with pytest.raises(ConfigError, match="needs tokens"):
+        prune_gpt(model, theta=0.1, score="output")
+    with pytest.raises(ConfigError, match="unknown pruning score"):
+        prune_gpt(model, theta=0.1, idx=idx, score="gradient")
