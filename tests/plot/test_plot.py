@@ -217,16 +217,25 @@ def test_importing_kansym_plot_does_not_import_matplotlib():
 
 
 @pytest.mark.slow
-def test_hello_world_run_with_plots(runner, tmp_path):
+@pytest.mark.parametrize("example", ["hello", "kepler"])
+def test_real_runs_plot_every_kind_in_every_format(runner, tmp_path, example):
     out, plots = tmp_path / "run", tmp_path / "plots"
-    result = runner.invoke(cli, ["fit", "--example", "hello", "-o", str(out), "--plots", str(plots), "-q"])
+    result = runner.invoke(cli, ["fit", "--example", example, "-o", str(out), "--plots", str(plots), "-q"])
     assert result.exit_code == 0, result.output
     for name in ("diagram.png", "report.png", "curves.png"):
         _image_ok(plots / name, "png")
-    bundle = ModelBundle.load(out / "pruned.pt")
+    pruned, fits = out / "pruned.pt", out / "formula.json"
+    for kind, extra in [("diagram", ["--fits", str(fits)]), ("edge", ["--edge", "0,0,0"]),
+                        ("report", ["--fits", str(fits)]), ("curves", [])]:
+        for fmt in ("png", "pdf", "svg"):
+            target = tmp_path / f"{kind}.{fmt}"
+            res = runner.invoke(cli, ["plot", str(pruned), "--kind", kind, "-o", str(target), *extra])
+            assert res.exit_code == 0, (kind, fmt, res.output)
+            _image_ok(target, fmt)
+    bundle = ModelBundle.load(pruned)
     live = int(sum(int((layer.mask > 0).sum()) for layer in bundle.model.layers))
     from kansym.plot.edges import read_fits
 
-    r = plot_diagram(bundle, fits=read_fits(out / "formula.json", bundle.model.width)[0])
+    r = plot_diagram(bundle, fits=read_fits(fits, bundle.model.width)[0])
     assert r.n_edges_drawn == live and r.n_pruned_drawn == 0
     assert plot_diagram(bundle, show_pruned=True).n_pruned_drawn > 0
