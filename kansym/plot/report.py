@@ -204,7 +204,8 @@ def plot_report(
 def _short(expr: Any, limit: int = 110) -> str:
     import sympy
 
-    text = str(sympy.N(expr, 4)) if expr.atoms(sympy.Float) else str(expr)
+    # round the floats only, so exact exponents such as 3/2 stay exact
+    text = str(expr.xreplace({f: sympy.Float(f, 4) for f in expr.atoms(sympy.Float)}))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -239,3 +239,13 @@ def test_real_runs_plot_every_kind_in_every_format(runner, tmp_path, example):
     r = plot_diagram(bundle, fits=read_fits(fits, bundle.model.width)[0])
     assert r.n_edges_drawn == live and r.n_pruned_drawn == 0
     assert plot_diagram(bundle, show_pruned=True).n_pruned_drawn > 0
+
+
+def test_report_title_keeps_exact_exponents():
+    import sympy
+
+    from kansym.plot.report import _short
+
+    a, m = sympy.symbols("a M", positive=True)
+    text = _short(sympy.Float(281377.930581917) * a ** sympy.Rational(3, 2) / sympy.sqrt(m))
+    assert text == "2.814e+5*a**(3/2)/sqrt(M)"
