@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ import numpy as np
 import sympy
 import torch
 
+from kansym.config import PlainConfig
 from kansym.errors import ConfigError, DataError
 from kansym.graph.build import to_networkx
 from kansym.io.bundle import ModelBundle
@@ -42,7 +42,7 @@ MIN_ROWS = 10
 
 
 @dataclass(frozen=True)
-class DiscoverConfig:
+class DiscoverConfig(PlainConfig):
     """Options of :func:`discover` (the defaults are those of ``kansym fit``).
 
     Parameters
@@ -106,8 +106,6 @@ class DiscoverConfig:
             get_library(self.library)  # raises ConfigError listing valid names
         KANConfig(width=(1, *self.hidden, 1), grid_size=self.grid_size, spline_order=self.spline_order)
 
-    def replace(self, **changes) -> "DiscoverConfig":
-        return dataclasses.replace(self, **changes)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from kansym.config import PlainConfig
 from kansym.errors import ConfigError
 from kansym.nn.bases import BASES, n_basis
 
@@ -87,7 +88,7 @@ def match_kan_hidden(
 
 
 @dataclass(frozen=True)
-class KANGPTConfig:
+class KANGPTConfig(PlainConfig):
     """Architecture of a :class:`kansym.gpt.model.KANGPT`.
 
     Parameters
@@ -199,32 +200,15 @@ class KANGPTConfig:
             bias=self.bias,
         )
 
-    def replace(self, **changes: Any) -> "KANGPTConfig":
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
 
-    def to_dict(self) -> dict:
-        """Plain dict of the fields (lists for tuples), fit for a checkpoint."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for name in ("ffn", "kan_grid_range", "kan_hidden"):
-            out[name] = list(out[name])
-        return out
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "KANGPTConfig":
-        """Inverse of :meth:`to_dict`; unknown keys raise :class:`ConfigError`."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - names
-        if unknown:
-            raise ConfigError(f"unknown KANGPTConfig fields: {', '.join(sorted(unknown))}")
-        return cls(**data)
 
 
 _RESUMABLE = ("max_iters", "eval_interval", "eval_iters", "device", "compile", "amp", "lr_decay_iters")
 
 
 @dataclass(frozen=True)
-class GPTTrainConfig:
+class GPTTrainConfig(PlainConfig):
     """How to train a KAN-GPT (defaults: nanoGPT's ``shakespeare_char`` recipe).
 
     Parameters
@@ -308,9 +292,6 @@ class GPTTrainConfig:
         """End of the cosine decay."""
         return self.max_iters if self.lr_decay_iters is None else self.lr_decay_iters
 
-    def replace(self, **changes: Any) -> "GPTTrainConfig":
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
 
     def resume_with(self, new: "GPTTrainConfig") -> "GPTTrainConfig":
         """This (saved) config updated by the fields a resumed run may change.
@@ -328,15 +309,3 @@ class GPTTrainConfig:
                 )
         return dataclasses.replace(self, **{n: getattr(new, n) for n in _RESUMABLE})
 
-    def to_dict(self) -> dict:
-        """Plain dict of the fields."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "GPTTrainConfig":
-        """Inverse of :meth:`to_dict`; unknown keys raise :class:`ConfigError`."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - names
-        if unknown:
-            raise ConfigError(f"unknown GPTTrainConfig fields: {', '.join(sorted(unknown))}")
-        return cls(**data)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
+from kansym.config import PlainConfig
 from kansym.errors import ConfigError
 
 __all__ = ["KANConfig", "BASE_FUNCTIONS"]
@@ -14,7 +13,7 @@ BASE_FUNCTIONS = ("silu", "zero")
 
 
 @dataclass(frozen=True)
-class KANConfig:
+class KANConfig(PlainConfig):
     """Architecture and initialisation of a :class:`kansym.nn.KAN`.
 
     Parameters
@@ -77,22 +76,4 @@ class KANConfig:
         if not 0.0 <= self.grid_eps <= 1.0:
             raise ConfigError(f"grid_eps must lie in [0, 1], got {self.grid_eps}")
 
-    def replace(self, **changes: Any) -> "KANConfig":
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
 
-    def to_dict(self) -> dict:
-        """Plain dict of the fields (lists for tuples), fit for a checkpoint."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["width"] = list(self.width)
-        out["grid_range"] = list(self.grid_range)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "KANConfig":
-        """Inverse of :meth:`to_dict`; unknown keys raise :class:`ConfigError`."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - names
-        if unknown:
-            raise ConfigError(f"unknown KANConfig fields: {', '.join(sorted(unknown))}")
-        return cls(**data)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from kansym.config import PlainConfig
 from kansym.errors import ConfigError, FitError
 from kansym.nn.kan import KAN
 from kansym.train.regularization import regularization
@@ -32,7 +33,7 @@ OPTIMIZERS = ("lbfgs", "adam")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(PlainConfig):
     """How :func:`fit` trains a KAN.
 
     The defaults are the sparsification recipe that turns the KAN paper's hello
@@ -136,21 +137,8 @@ class TrainConfig:
         except (RuntimeError, TypeError) as exc:
             raise ConfigError(f"device {self.device!r} is not a torch device: {exc}") from None
 
-    def replace(self, **changes: Any) -> "TrainConfig":
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
 
-    def to_dict(self) -> dict:
-        """Plain dict of the fields."""
-        return dataclasses.asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "TrainConfig":
-        """Inverse of :meth:`to_dict`; unknown keys raise :class:`ConfigError`."""
-        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ConfigError(f"unknown TrainConfig fields: {', '.join(sorted(unknown))}")
-        return cls(**data)
 
 
 @dataclass(frozen=True)

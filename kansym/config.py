@@ -1,0 +1,51 @@
+"""Shared behaviour of kansym's frozen configuration dataclasses (DESIGN.md §5).
+
+Every config (``KANConfig``, ``TrainConfig``, ``DiscoverConfig``, ``KANGPTConfig``,
+``GPTTrainConfig``) is a frozen dataclass validated in ``__post_init__``; this mixin gives
+them one ``replace`` / ``to_dict`` / ``from_dict``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, TypeVar
+
+from kansym.errors import ConfigError
+
+__all__ = ["PlainConfig"]
+
+C = TypeVar("C", bound="PlainConfig")
+
+
+class PlainConfig:
+    """Mixin for frozen config dataclasses: copy with changes, plain-dict round trip."""
+
+    def replace(self: C, **changes: Any) -> C:
+        """A copy with some fields changed (validated again by ``__post_init__``)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    def to_dict(self) -> dict:
+        """Plain dict of the fields, fit for a checkpoint: tuples become lists, nested configs dicts."""
+
+        def plain(value: Any) -> Any:
+            if isinstance(value, PlainConfig):
+                return value.to_dict()
+            if isinstance(value, tuple):
+                return [plain(v) for v in value]
+            return value
+
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(cls: type[C], data: dict) -> C:
+        """Inverse of :meth:`to_dict` for flat configs.
+
+        Raises
+        ------
+        ConfigError
+            For keys that are not fields of the config.
+        """
+        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        if unknown:
+            raise ConfigError(f"unknown {cls.__name__} fields: {', '.join(sorted(unknown))}")
+        return cls(**data)
