@@ -55,10 +55,18 @@ def check_device(device: str) -> str:
         dev = torch.device(device)
     except (RuntimeError, ValueError) as exc:
         raise ConfigError(f"unknown device {device!r}; use cpu or cuda[:N]") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
     if dev.type not in ("cpu", "cuda", "mps"):
         raise ConfigError(f"unsupported device {device!r}; use cpu or cuda[:N]")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(
+                f"device {device!r} requested but this machine has {torch.cuda.device_count()} CUDA device(s); "
+                "use cuda:0 or --device cpu"
+            )
+    if dev.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ConfigError(f"device {device!r} requested but Apple MPS is not available here; use --device cpu")
     return device
 
 

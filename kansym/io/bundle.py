@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from kansym.errors import CheckpointError
-from kansym.io.checkpoint import load_checkpoint, save_checkpoint
+from kansym.io.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
 from kansym.nn.kan import KAN
 from kansym.transform import DataTransform
 
@@ -89,8 +89,8 @@ class ModelBundle:
 
     def to_dict(self) -> dict:
         return {
-            "format": "kansym",
-            "version": 1,
+            "format": CHECKPOINT_FORMAT,
+            "version": CHECKPOINT_VERSION,
             "kind": "kan",
             "model": self.model.state(),
             "transform": self.transform.to_dict(),

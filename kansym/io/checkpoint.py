@@ -211,9 +211,13 @@ def load_checkpoint(path: str | os.PathLike[str], *, kind: str | None = None) ->
         raise CheckpointError(f"'{path}' is not a kansym checkpoint; give a file saved by kansym.")
     version = obj.get("version")
     if type(version) is not int or version != CHECKPOINT_VERSION:
+        if type(version) is int and version > CHECKPOINT_VERSION:
+            advice = "it was written by a newer kansym; upgrade kansym to read it"
+        else:
+            advice = "re-create it with this kansym, or use the kansym release that wrote it"
         raise CheckpointError(
             f"'{path}' has checkpoint format version {version!r} but this kansym reads "
-            f"version {CHECKPOINT_VERSION}; use the kansym release that wrote it."
+            f"version {CHECKPOINT_VERSION}; {advice}."
         )
     got = obj.get("kind")
     if kind is not None and got != kind:

@@ -24,8 +24,9 @@ from kansym.config import PlainConfig
 from kansym.errors import ConfigError, FitError
 from kansym.nn.kan import KAN
 from kansym.train.regularization import regularization
+from kansym.train.state import FitInterrupted, FitState, check_resume, snapshot_optimizer
 
-__all__ = ["TrainConfig", "History", "FitResult", "fit", "finetune", "OPTIMIZERS"]
+__all__ = ["TrainConfig", "History", "FitResult", "FitState", "FitInterrupted", "fit", "finetune", "OPTIMIZERS"]
 
 logger = logging.getLogger("kansym")
 
@@ -110,12 +111,12 @@ class TrainConfig(PlainConfig):
             raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.steps < 1:
             raise ConfigError(f"steps must be at least 1, got {self.steps}")
-        if not self.lr > 0:
-            raise ConfigError(f"lr must be positive, got {self.lr}")
-        if self.lamb < 0:
-            raise ConfigError(f"lamb must be >= 0, got {self.lamb}")
-        if self.mu1 < 0 or self.mu2 < 0:
-            raise ConfigError(f"mu1 and mu2 must be >= 0, got mu1={self.mu1}, mu2={self.mu2}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ConfigError(f"lr must be a finite positive number, got {self.lr}")
+        if not (self.lamb >= 0 and math.isfinite(self.lamb)):
+            raise ConfigError(f"lamb must be a finite number >= 0, got {self.lamb}")
+        if not (self.mu1 >= 0 and self.mu2 >= 0 and math.isfinite(self.mu1) and math.isfinite(self.mu2)):
+            raise ConfigError(f"mu1 and mu2 must be finite numbers >= 0, got mu1={self.mu1}, mu2={self.mu2}")
         if self.grid_update_every < 0 or self.stop_grid_update_step < 0:
             raise ConfigError("grid_update_every and stop_grid_update_step must be >= 0")
         if not 0.0 <= self.val_fraction < 1.0:
@@ -226,12 +227,25 @@ def fit(
     config: TrainConfig | None = None,
     *,
     progress: bool | None = None,
+    resume: FitState | None = None,
 ) -> FitResult:
     """Train a copy of ``model`` on ``(x, y)``.
 
     Each step minimises ``MSE + lamb * reg`` (KAN paper eq. 2.20) on the training
     rows; before steps ``0, e, 2e, ...`` below ``stop_grid_update_step`` the grids
     adapt to the training inputs (``e = grid_update_every``, paper §2.4).
+
+    Faults. A step whose loss (or validation loss) is NaN or infinite is undone:
+    the parameters and grids return to the end of the previous step and
+    :class:`~kansym.errors.FitError` is raised. We stop rather than retry with a
+    smaller step: LBFGS already chooses its step by a strong-Wolfe line search,
+    so a non-finite loss means the objective itself is undefined there (overflow
+    in the data scale, a penalty weight too large), which no step size fixes.
+    Ctrl-C (``KeyboardInterrupt``) likewise rolls back to the last completed step
+    and raises :class:`~kansym.train.state.FitInterrupted` carrying a
+    :class:`~kansym.train.state.FitState`; ``fit(result.model, x, y, config,
+    resume=state)`` then continues the same run (same grid-update schedule,
+    batches and optimiser memory) to the same final parameters.
 
     Parameters
     ----------
@@ -245,6 +259,9 @@ def fit(
         Defaults to ``TrainConfig()``.
     progress : bool or None
         Show a tqdm bar; None shows it only when stderr is a terminal.
+    resume : FitState, optional
+        Continue an interrupted run; ``model`` must then be the interrupted
+        run's model (``FitInterrupted.result.model``, or the checkpoint's).
 
     Returns
     -------
@@ -253,24 +270,30 @@ def fit(
     Raises
     ------
     ConfigError
-        If ``x``/``y`` shapes do not match the model or each other, or there are too
-        few rows for the split.
+        If ``x``/``y`` shapes do not match the model or each other, there are too
+        few rows for the split, or ``resume`` came from a run with other options
+        (see :func:`~kansym.train.state.check_resume`).
     FitError
         If the loss becomes NaN or infinite. The run stops, the last finite state is
-        restored, and that partial :class:`FitResult` is attached as ``error.result``.
+        restored, and that partial :class:`FitResult` is attached as
+        ``error.result`` (its :class:`FitState` as ``error.state``).
+    FitInterrupted
+        On Ctrl-C (a ``KeyboardInterrupt``), with ``.result`` and ``.state``.
     """
     config = TrainConfig() if config is None else config
+    if resume is not None:
+        check_resume(config, resume)
     if config.num_threads is None:
-        return _fit(model, x, y, config, progress)
+        return _fit(model, x, y, config, progress, resume)
     threads = torch.get_num_threads()
     torch.set_num_threads(config.num_threads)
     try:
-        return _fit(model, x, y, config, progress)
+        return _fit(model, x, y, config, progress, resume)
     finally:
         torch.set_num_threads(threads)
 
 
-def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None) -> FitResult:
+def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None, resume: FitState | None) -> FitResult:
     device = torch.device(config.device)
     model = copy.deepcopy(model).to(device)
     dtype = model.layers[0].coef.dtype
@@ -307,56 +330,99 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None)
     optimizer = make_optimizer()
     history = History()
     best = (math.inf, -1, _snapshot(model))  # (val objective, step, state)
-    last_good = best[2]
+    start = 0
+    if resume is not None:
+        start = resume.step
+        history = History(**{k: list(v) for k, v in resume.history.items()})
+        gen.set_state(resume.generator)
+        try:
+            optimizer.load_state_dict(resume.optimizer)
+        except (ValueError, KeyError, RuntimeError) as exc:
+            raise ConfigError(f"the saved optimizer state does not fit this model ({exc}); start a new run") from exc
+        if resume.best_state is not None:
+            best = (resume.best_score, resume.best_step, resume.best_state)
+    # The end of the last completed step, replaced by one assignment so that a Ctrl-C
+    # between two bytecodes sees either the old or the new record, never half of each:
+    # (steps done, model state, optimizer state, generator state).
+    commit = (len(history.step), _snapshot(model), snapshot_optimizer(optimizer), gen.get_state())
+
+    def roll_back() -> FitState:
+        done, good, opt_state, gen_state = commit
+        for values in (history.step, history.train_loss, history.val_loss, history.reg):
+            del values[done:]
+        model.load_state_dict(good)
+        keep_best = config.patience is not None
+        return FitState(
+            step=done, optimizer=opt_state, generator=gen_state, history=history.to_dict(),
+            config=config.to_dict(), best_score=best[0] if keep_best else math.inf,
+            best_step=best[1] if keep_best else -1, best_state=best[2] if keep_best else None,
+        )
+
     stopped_early = False
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    bar = tqdm(range(config.steps), disable=not show, desc="fit", leave=False)
-    for step in bar:
-        every = config.grid_update_every
-        if every and step % every == 0 and step < config.stop_grid_update_step:
-            model.update_grid(x_tr)
-            if config.optimizer == "lbfgs":
-                optimizer = make_optimizer()  # the curvature history refers to the old grid
-        if config.batch_size is None:
-            xb, yb = x_tr, y_tr
-        else:
-            pick = torch.randint(0, x_tr.shape[0], (config.batch_size,), generator=gen).to(device)
-            xb, yb = x_tr[pick], y_tr[pick]
+    bar = tqdm(range(start, config.steps), disable=not show, desc="fit", leave=False)
+    try:
+        for step in bar:
+            every = config.grid_update_every
+            if every and step % every == 0 and step < config.stop_grid_update_step:
+                model.update_grid(x_tr)
+                if config.optimizer == "lbfgs":
+                    optimizer = make_optimizer()  # the curvature history refers to the old grid
+            if config.batch_size is None:
+                xb, yb = x_tr, y_tr
+            else:
+                pick = torch.randint(0, x_tr.shape[0], (config.batch_size,), generator=gen).to(device)
+                xb, yb = x_tr[pick], y_tr[pick]
 
-        def closure() -> torch.Tensor:
-            optimizer.zero_grad()
-            mse, reg = _objective(model, xb, yb, config)
-            loss = mse + config.lamb * reg if config.lamb > 0 else mse
-            loss.backward()
-            return loss
+            def closure() -> torch.Tensor:
+                optimizer.zero_grad()
+                mse, reg = _objective(model, xb, yb, config)
+                loss = mse + config.lamb * reg if config.lamb > 0 else mse
+                loss.backward()
+                return loss
 
-        optimizer.step(closure)
-        with torch.no_grad():
-            mse, reg = _objective(model, x_tr, y_tr, config)
-            val = torch.mean((model(x_va) - y_va) ** 2) if has_val else torch.tensor(math.nan, device=device)
-            val_obj = val + config.lamb * reg if config.lamb > 0 and has_val else val
-        train_loss, reg_value, val_loss = float(mse), float(reg), float(val)
-        total = train_loss + (config.lamb * reg_value if config.lamb > 0 else 0.0)
-        if not math.isfinite(total) or (has_val and not math.isfinite(val_loss)):
-            model.load_state_dict(last_good)
-            result = FitResult(model, history, best_step=step - 1)
-            err = FitError(f"the loss became {total} at step {step}: lower lr or lamb, or check the data for NaN")
-            err.result = result  # type: ignore[attr-defined]
-            raise err
-        last_good = _snapshot(model)
-        history.step.append(step)
-        history.train_loss.append(train_loss)
-        history.val_loss.append(val_loss)
-        history.reg.append(reg_value)
-        bar.set_postfix(train=f"{train_loss:.2e}", val=f"{val_loss:.2e}")
-        logger.debug("step %d train %.3e val %.3e reg %.3e", step, train_loss, val_loss, reg_value)
-        if config.patience is not None:
-            score = float(val_obj)
-            if score < best[0]:
-                best = (score, step, last_good)
-            elif step - best[1] >= config.patience:
-                stopped_early = step < config.steps - 1
-                break
+            optimizer.step(closure)
+            with torch.no_grad():
+                mse, reg = _objective(model, x_tr, y_tr, config)
+                val = torch.mean((model(x_va) - y_va) ** 2) if has_val else torch.tensor(math.nan, device=device)
+                val_obj = val + config.lamb * reg if config.lamb > 0 and has_val else val
+            train_loss, reg_value, val_loss = float(mse), float(reg), float(val)
+            total = train_loss + (config.lamb * reg_value if config.lamb > 0 else 0.0)
+            if not math.isfinite(total) or (has_val and not math.isfinite(val_loss)):
+                state = roll_back()
+                bad = total if not math.isfinite(total) else val_loss
+                err = FitError(
+                    f"the loss became {bad} at step {step}; the model was rolled back to its state after "
+                    f"{state.step} completed step(s): lower lamb or lr, or check the data scale"
+                )
+                err.result = FitResult(model, history, best_step=state.step - 1)  # type: ignore[attr-defined]
+                err.state = state  # type: ignore[attr-defined]
+                raise err
+            good = _snapshot(model)
+            opt_state, gen_state = snapshot_optimizer(optimizer), gen.get_state()
+            history.step.append(step)
+            history.train_loss.append(train_loss)
+            history.val_loss.append(val_loss)
+            history.reg.append(reg_value)
+            commit = (len(history.step), good, opt_state, gen_state)
+            bar.set_postfix(train=f"{train_loss:.2e}", val=f"{val_loss:.2e}")
+            logger.debug("step %d train %.3e val %.3e reg %.3e", step, train_loss, val_loss, reg_value)
+            if config.patience is not None:
+                score = float(val_obj)
+                if score < best[0]:
+                    best = (score, step, good)
+                elif step - best[1] >= config.patience:
+                    stopped_early = step < config.steps - 1
+                    break
+    except KeyboardInterrupt:
+        bar.close()
+        state = roll_back()
+        raise FitInterrupted(
+            f"interrupted during step {state.step} of {config.steps}; rolled back to the end of the "
+            f"{state.step} completed step(s)",
+            FitResult(model, history, best_step=state.step - 1),
+            state,
+        ) from None
     bar.close()
     if config.patience is not None:
         model.load_state_dict(best[2])
