@@ -22,6 +22,7 @@ from kansym.config import PlainConfig
 from kansym.errors import ConfigError, DataError
 from kansym.graph.build import to_networkx
 from kansym.io.bundle import ModelBundle
+from kansym.io.resume import read_resume, resume_record
 from kansym.nn.config import KANConfig
 from kansym.nn.kan import KAN
 from kansym.prune.prune import PruneResult, prune
@@ -32,6 +33,7 @@ from kansym.symbolic.occam import simplify_edges
 from kansym.symbolic.refine import refine
 from kansym.symbolic.verify import Fidelity, fidelity, r2_score
 from kansym.train.fit import TrainConfig, finetune, fit
+from kansym.train.state import FitInterrupted
 from kansym.transform import DataTransform, choose_space
 
 __all__ = ["DiscoverConfig", "Discovery", "Formula", "discover", "train_bundle", "symbolify_bundle"]
@@ -171,6 +173,7 @@ def train_bundle(
     config: DiscoverConfig,
     *,
     progress: bool | None = None,
+    resume: ModelBundle | None = None,
 ) -> ModelBundle:
     """Train a sparsified KAN on CSV-unit data and bundle it with its transform.
 
@@ -178,25 +181,46 @@ def train_bundle(
     ----------
     x : ndarray (N, d_in)
     y : ndarray (N, d_out)
+    resume : ModelBundle, optional
+        A checkpoint saved on Ctrl-C (:mod:`kansym.io.resume`): training continues
+        from it on the same rows (``config`` should come from
+        :func:`kansym.io.resume.merge_resume_config`).
+
+    Raises
+    ------
+    FitInterrupted
+        On Ctrl-C; its ``bundle`` attribute is the resumable partial model.
     """
     if x.shape[0] < MIN_ROWS:
         raise DataError(
             f"kansym needs at least {MIN_ROWS} rows to train and validate a KAN, got {x.shape[0]}"
         )
-    space = choose_space(x, y, config.space)
-    transform = DataTransform.fit(x, y, log_space=space == "log")
     dtype = _dtype(config.dtype)
+    state = None
+    if resume is not None:
+        state = read_resume(resume, "the resumed checkpoint", x, y).state
+        space, transform, model = resume.meta.get("space", config.space), resume.transform, resume.model.to(dtype)
+    else:
+        space = choose_space(x, y, config.space)
+        transform = DataTransform.fit(x, y, log_space=space == "log")
+        kcfg = KANConfig(
+            width=(x.shape[1], *config.hidden, y.shape[1]),
+            grid_size=config.grid_size,
+            spline_order=config.spline_order,
+            seed=config.seed,
+        )
+        model = KAN(kcfg).to(dtype)
     u = torch.as_tensor(transform.inputs(x), dtype=dtype)
     v = torch.as_tensor(transform.targets(y), dtype=dtype)
-    kcfg = KANConfig(
-        width=(x.shape[1], *config.hidden, y.shape[1]),
-        grid_size=config.grid_size,
-        spline_order=config.spline_order,
-        seed=config.seed,
-    )
-    model = KAN(kcfg).to(dtype)
     tcfg = config.train.replace(seed=config.seed, device=config.device)
-    result = fit(model, u, v, tcfg, progress=progress)
+    try:
+        result = fit(model, u, v, tcfg, progress=progress, resume=state)
+    except FitInterrupted as stop:
+        meta = {"space": space, "train_config": tcfg.to_dict(), "history": stop.result.history.to_dict(),
+                "resume": resume_record(stop.state, config, x, y)}
+        stop.bundle = ModelBundle.create(stop.result.model.cpu(), transform, input_names, output_names, x, y,
+                                         meta=meta, seed=config.seed)
+        raise
     trained = result.model.cpu()
     meta = {"space": space, "train_config": tcfg.to_dict(), "history": result.history.to_dict()}
     return ModelBundle.create(trained, transform, input_names, output_names, x, y, meta=meta, seed=config.seed)
@@ -273,6 +297,7 @@ def discover(
     config: DiscoverConfig | None = None,
     *,
     progress: bool | None = None,
+    resume: ModelBundle | None = None,
 ) -> Discovery:
     """Find a formula for ``y`` as a function of ``x``: train, prune, symbolify, verify.
 
@@ -285,6 +310,8 @@ def discover(
     config : DiscoverConfig, optional
     progress : bool, optional
         Progress bars (default: only on a terminal).
+    resume : ModelBundle, optional
+        Continue the training stage of an interrupted run (see :func:`train_bundle`).
 
     Returns
     -------
@@ -297,7 +324,7 @@ def discover(
     config = config or DiscoverConfig()
     seconds = {}
     t0 = time.perf_counter()
-    trained = train_bundle(x, y, input_names, output_names, config, progress=progress)
+    trained = train_bundle(x, y, input_names, output_names, config, progress=progress, resume=resume)
     seconds["train"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
