@@ -18,6 +18,7 @@ _TRAIN_FIELDS = {
     "warmup_iters": "warmup_iters", "lr_decay_iters": "lr_decay_iters", "weight_decay": "weight_decay",
     "grad_clip": "grad_clip", "eval_interval": "eval_interval", "eval_iters": "eval_iters", "seed": "seed",
     "device": "device", "dtype": "dtype", "compile": "compile", "lamb": "lamb", "mu1": "mu1", "mu2": "mu2",
+    "ortho_lambda": "ortho_lambda", "ortho_kind": "ortho_kind", "wo_decay": "wo_decay",
 }
 _MODEL_OPTIONS = ("ffn", "basis", "grid_size", "degree", "kan_hidden", "n_layer", "n_head", "n_embd", "block_size", "dropout")
 
@@ -31,6 +32,7 @@ def gpt_group() -> None:
     kansym gpt sample run/best.pt --prompt "ROMEO:" --tokens 300
     kansym gpt prune run/best.pt --theta 0.01 -o run/pruned.pt
     kansym gpt edges run/best.pt --layer 0 -o edges.png
+    kansym gpt heads run/best.pt --text input.txt --plots heads/ --reorder -o run/reordered.pt
     """
 
 
@@ -59,6 +61,9 @@ def gpt_group() -> None:
 @click.option("--lamb", default=0.0, show_default=True, help="Weight of the L1 + entropy sparsification of KAN edges.")
 @click.option("--mu1", default=1.0, show_default=True, help="L1 weight inside the sparsification.")
 @click.option("--mu2", default=1.0, show_default=True, help="Entropy weight inside the sparsification.")
+@click.option("--ortho-lambda", default=0.0, show_default=True, help="Weight of the attention-head orthogonality penalty on W_O (mean over layers and head pairs).")
+@click.option("--ortho-kind", default="principal", show_default=True, type=click.Choice(["frobenius", "principal"]), help="Overlap penalised: the seed's Frobenius score (basis dependent) or principal angles (mean cos^2, basis invariant).")
+@click.option("--wo-decay", default=0.0, show_default=True, help="Weight of a plain L2 penalty mean_l ||W_O||_F^2 on the attention output projections (control arm).")
 @click.option("--dtype", default="float32", show_default=True, type=click.Choice(["float32", "float64"]))
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the model for training.")
 @click.option("--no-amp", is_flag=True, help="No bf16 autocast on CUDA.")
@@ -193,3 +198,79 @@ def edges_command(checkpoint, layer, part, top, output, force, seed, device, qui
     check_output_file(output, force=force, protect=[checkpoint])
     loaded = load_gpt(checkpoint)
     click.echo(str(plot_edges(loaded.model, layer, output, part=part, top=top)))
+
+
+@gpt_group.command("heads")
+@click.argument("checkpoint", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--text", default=None, type=click.Path(path_type=Path), help="Held-out text (its validation split) for attention similarity and ablation importance.")
+@click.option("--layer", "layers", multiple=True, type=int, help="Layer to measure (repeatable) [default: all].")
+@click.option("--batches", default=4, show_default=True, help="Validation batches (batch size x block size characters each) of --text.")
+@click.option("--metric", default="principal", show_default=True, type=click.Choice(["principal", "frobenius", "principal_max", "js"]), help="Matrix whose hierarchical clustering orders the heads (js needs --text).")
+@click.option("--reorder", is_flag=True, help="Write a copy with the heads of each measured layer reordered by --metric (same logits, bit for bit) to -o.")
+@click.option("--output", "-o", default=None, type=click.Path(dir_okay=False, path_type=Path), help="Reordered checkpoint (with --reorder).")
+@click.option("--plots", default=None, type=click.Path(file_okay=False, path_type=Path), help="Directory for heads_before.png, heads_after.png and importance.png.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per layer instead of tables.")
+@click.option("--force", is_flag=True, help="Overwrite existing output files.")
+@common_options
+@run_safely
+def heads_command(checkpoint, text, layers, batches, metric, reorder, output, plots, as_json, force, seed, device, quiet):
+    """Measure the attention heads of a KAN-GPT CHECKPOINT: overlap of W_O (seed Frobenius score and
+    principal angles), attention similarity, ablation importance; reorder similar heads together."""
+    import torch
+
+    from kansym.gpt.checkpoint import load_gpt, save_gpt
+    from kansym.gpt.config import GPTTrainConfig
+    from kansym.gpt.data import get_batch, load_char_data
+    from kansym.gpt.head_order import head_orders, reorder_heads
+    from kansym.gpt.head_report import analyse_heads, format_layer, reorder_by
+
+    setup_logging(quiet)
+    if reorder != (output is not None):
+        raise CLIError("--reorder and -o go together: --reorder -o OUT.pt writes the reordered checkpoint")
+    if metric == "js" and text is None:
+        raise CLIError("--metric js needs --text (attention is measured on real text)")
+    if batches < 1:
+        raise CLIError(f"--batches must be at least 1, got {batches}")
+    protect = [checkpoint] + ([text] if text else [])
+    if output is not None:
+        check_output_file(output, force=force, protect=protect)
+    if plots is not None:
+        names = ["heads_before.png", "heads_after.png"] + (["importance.png"] if text else [])
+        prepare_out_dir(plots, names, force=force, protect=protect, create=False)
+    loaded = load_gpt(checkpoint)
+    model = loaded.model
+    pairs = None
+    if text is not None:
+        saved = loaded.checkpoint.get("train", {}).get("config")
+        config = GPTTrainConfig.from_dict(saved) if saved else GPTTrainConfig(seed=seed)
+        data = load_char_data(text, val_fraction=config.val_fraction, vocab=loaded.vocab)
+        gen = torch.Generator().manual_seed(seed)
+        pairs = [get_batch(data.val, config.batch_size, model.config.block_size, gen) for _ in range(batches)]
+    report = analyse_heads(model, pairs, list(layers) or None)
+    orders = reorder_by(report, metric)
+    if as_json:
+        for r in report:
+            click.echo(json.dumps({**r.summary(), "cluster_order": orders[r.layer], "metric": metric}))
+    else:
+        for r in report:
+            click.echo(format_layer(r))
+            click.echo(f"clustered order by {metric} (stored heads): {' '.join(map(str, orders[r.layer]))}\n")
+    if plots is not None:
+        from kansym.plot._mpl import save_figure
+        from kansym.plot.heads import plot_head_importance, plot_head_matrices
+
+        prepare_out_dir(plots, names, force=force, protect=protect)
+        save_figure(plot_head_matrices(report, title=f"{checkpoint.name}: stored order").figure, plots / "heads_before.png")
+        save_figure(plot_head_matrices(report, orders, title=f"{checkpoint.name}: reordered by {metric}").figure, plots / "heads_after.png")
+        if text is not None:
+            save_figure(plot_head_importance(report).figure, plots / "importance.png")
+        if not quiet:
+            click.echo(f"plots: {', '.join(str(plots / n) for n in names)}", err=True)
+    if reorder:
+        new = reorder_heads(model, orders)
+        train_meta = {k: v for k, v in loaded.checkpoint.get("train", {}).items() if k not in ("optimizer", "rng")}
+        record = {"source": str(checkpoint), "metric": metric, "permutation": {str(k): v for k, v in orders.items()},
+                  "head_order": head_orders(new)}
+        save_gpt(output, new, loaded.vocab, train=train_meta, heads=record)
+        if not quiet:
+            click.echo(f"reordered checkpoint: {output}", err=True)

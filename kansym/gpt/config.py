@@ -119,6 +119,10 @@ class KANGPTConfig(PlainConfig):
         shrinks it.
     seed : int
         Seed of the initialisation (private generator).
+    head_order : sequence of sequences of int or None
+        Per layer, which original attention head each stored head is (a permutation of
+        ``0..n_head-1``), set by :func:`kansym.gpt.heads.reorder_heads`; None: the
+        original order. The model's function does not depend on it.
 
     Raises
     ------
@@ -141,6 +145,7 @@ class KANGPTConfig(PlainConfig):
     kan_grid_range: tuple[float, float] = (-2.0, 2.0)
     kan_hidden: Any = None
     seed: int = 0
+    head_order: Any = None
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "mlp_ratio", "kan_grid_size"):
@@ -161,6 +166,11 @@ class KANGPTConfig(PlainConfig):
         kinds = parse_ffn(self.ffn, self.n_layer)
         object.__setattr__(self, "ffn", kinds)
         object.__setattr__(self, "kan_hidden", self._resolve_hidden(kinds))
+        if self.head_order is not None:
+            order = tuple(tuple(int(h) for h in layer) for layer in self.head_order)
+            if len(order) != self.n_layer or any(sorted(o) != list(range(self.n_head)) for o in order):
+                raise ConfigError(f"head_order must hold one permutation of 0..{self.n_head - 1} per layer ({self.n_layer}), got {self.head_order}")
+            object.__setattr__(self, "head_order", order)
 
     def _resolve_hidden(self, kinds: tuple[str, ...]) -> tuple[int, ...]:
         hidden = self.kan_hidden
@@ -245,6 +255,16 @@ class GPTTrainConfig(PlainConfig):
     lamb, mu1, mu2 : float
         Weight-based L1 + entropy sparsification of KAN FFN edges:
         ``loss + lamb * sum_l (mu1 |Phi_l|_1 + mu2 S(Phi_l))`` (KAN paper eq. 2.20).
+    ortho_lambda : float
+        Weight of the attention-head orthogonality penalty
+        ``ortho_lambda * mean_l mean_{i<j} overlap(W_O^(i), W_O^(j))``
+        (:func:`kansym.gpt.heads.ortho_penalty`); 0 disables it.
+    ortho_kind : {"frobenius", "principal"}
+        The overlap penalised: the seed's Frobenius score (basis dependent) or the
+        mean cos² of the principal angles between the heads' row spaces.
+    wo_decay : float
+        Weight of a plain L2 penalty ``wo_decay * mean_l ||W_O^(l)||_F^2`` on the
+        attention output projections (a control for the orthogonality penalty).
     """
 
     max_iters: int = 2000
@@ -268,8 +288,15 @@ class GPTTrainConfig(PlainConfig):
     lamb: float = 0.0
     mu1: float = 1.0
     mu2: float = 1.0
+    ortho_lambda: float = 0.0
+    ortho_kind: str = "principal"
+    wo_decay: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.ortho_kind not in ("frobenius", "principal"):
+            raise ConfigError(f"ortho_kind must be 'frobenius' or 'principal', got {self.ortho_kind!r}")
+        if self.ortho_lambda < 0 or self.wo_decay < 0:
+            raise ConfigError(f"ortho_lambda and wo_decay must be >= 0, got {self.ortho_lambda} and {self.wo_decay}")
         for name in ("max_iters", "batch_size", "eval_interval", "eval_iters"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")

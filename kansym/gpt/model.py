@@ -30,9 +30,17 @@ class CausalSelfAttention(nn.Module):
     concatenated head outputs ``C -> C``. The per-head output projection ``W_O^(h)``
     (``d_head x C``) is the block of rows ``h d_head .. (h + 1) d_head`` of
     ``c_proj.weight.T``; :meth:`head_output_weights` returns all of them as a view.
+
+    ``head_order`` (from ``config.head_order``) says which original head each stored
+    head is: stored head ``s`` holds the query/key/value rows and ``W_O`` rows of
+    original head ``head_order[s]`` (see :func:`kansym.gpt.heads.reorder_heads`). The
+    forward pass gathers the weights back into the original order before the matrix
+    products, so every floating-point sum runs in the original order and the logits
+    are bit-identical to the unpermuted model's (a permuted ``c_proj`` reduction would
+    differ in the last bits).
     """
 
-    def __init__(self, config: KANGPTConfig) -> None:
+    def __init__(self, config: KANGPTConfig, head_order: tuple[int, ...] | None = None) -> None:
         super().__init__()
         self.n_head = config.n_head
         self.n_embd = config.n_embd
@@ -41,6 +49,23 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
+        # Hook point: receives every head's output y, (B, H, T, hs), in stored head order
+        # (kansym.gpt.heads masks heads here for ablations without touching weights).
+        self.head_out = nn.Identity()
+        self.head_order = tuple(range(self.n_head)) if head_order is None else tuple(int(h) for h in head_order)
+        if sorted(self.head_order) != list(range(self.n_head)):
+            raise ConfigError(f"head order {list(self.head_order)} is not a permutation of 0..{self.n_head - 1}")
+        self._attn_index: torch.Tensor | None = None
+        self._proj_index: torch.Tensor | None = None
+        if self.head_order != tuple(range(self.n_head)):
+            inv = [0] * self.n_head
+            for s, h in enumerate(self.head_order):
+                inv[h] = s
+            hs = self.head_dim
+            proj = torch.tensor([inv[h] * hs + d for h in range(self.n_head) for d in range(hs)])  # (C,)
+            self._proj_index = proj
+            self._order, self._inverse = torch.tensor(self.head_order), torch.tensor(inv)
+            self._attn_index = torch.cat([part * self.n_embd + proj for part in range(3)])  # (3C,)
 
     def head_output_weights(self) -> torch.Tensor:
         """Per-head output projections, shape (H, d_head, C): a view of ``c_proj.weight``.
@@ -56,14 +81,24 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
-        q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
+        w_attn, b_attn, w_proj = self.c_attn.weight, self.c_attn.bias, self.c_proj.weight
+        if self._attn_index is not None:  # stored (permuted) head order -> original order
+            ia, ip = self._attn_index.to(x.device), self._proj_index.to(x.device)
+            w_attn, w_proj = w_attn[ia], w_proj[:, ip]  # (3C, C), (C, C)
+            b_attn = None if b_attn is None else b_attn[ia]
+        q, k, v = F.linear(x, w_attn, b_attn).split(C, dim=2)  # 3 x (B, T, C)
         q = q.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, H, T, hs)
         k = k.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, H, T, hs)
         v = v.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, H, T, hs)
         p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, H, T, hs)
+        if self._proj_index is None:
+            y = self.head_out(y)  # (B, H, T, hs)
+        else:  # hooks see the stored order
+            order, inv = self._order.to(y.device), self._inverse.to(y.device)
+            y = self.head_out(y[:, order])[:, inv]  # (B, H, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
-        return self.resid_dropout(self.c_proj(y))
+        return self.resid_dropout(F.linear(y, w_proj, self.c_proj.bias))
 
 
 class Block(nn.Module):
@@ -72,7 +107,7 @@ class Block(nn.Module):
     def __init__(self, config: KANGPTConfig, layer: int, generator: torch.Generator | None = None) -> None:
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = CausalSelfAttention(config)
+        self.attn = CausalSelfAttention(config, None if config.head_order is None else config.head_order[layer])
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.ffn = build_ffn(config, layer, generator)
 

@@ -36,6 +36,7 @@ from kansym.gpt.checkpoint import load_gpt, save_gpt
 from kansym.gpt.config import GPTTrainConfig, KANGPTConfig
 from kansym.gpt.data import CharData, get_batch, load_char_data
 from kansym.gpt.ffn import sparsity_penalty
+from kansym.gpt.heads import ortho_penalty, overlap_summary, wo_sq_norm
 from kansym.gpt.model import KANGPT
 
 __all__ = ["TrainResult", "lr_at", "configure_optimizer", "estimate_loss", "train"]
@@ -58,7 +59,12 @@ class TrainResult:
     best_val_loss, last_val_loss : float
     history : tuple of dict
         The rows of ``log.jsonl``: ``iter``, ``train_loss``, ``val_loss``, ``elapsed_s``
-        (training time, evals excluded), ``tokens_per_s`` (since the previous row), ``lr``.
+        (training time, evals excluded), ``tokens_per_s`` (since the previous row), ``lr``,
+        and the attention-head terms: ``ortho_penalty`` (``ortho_lambda`` times the
+        penalised mean overlap), ``wo_penalty`` (``wo_decay * wo_sq_norm``), ``wo_sq_norm``
+        (mean over layers of ``||W_O||_F^2``) and ``overlap`` (per layer ``mean_{i<j}`` of
+        the ``frobenius``, ``principal`` and ``principal_max`` measures, see
+        :func:`kansym.gpt.heads.overlap_summary`).
     """
 
     out_dir: Path
@@ -115,6 +121,17 @@ def estimate_loss(
         out[split] = total / config.eval_iters
     model.train(was_training)
     return out
+
+
+@torch.no_grad()
+def _head_terms(model: KANGPT, config: GPTTrainConfig) -> dict:
+    """The attention-head terms of a log row: penalty values and per-layer overlaps."""
+    return {
+        "ortho_penalty": config.ortho_lambda * ortho_penalty(model, config.ortho_kind).item(),
+        "wo_penalty": config.wo_decay * wo_sq_norm(model).item(),
+        "wo_sq_norm": wo_sq_norm(model).item(),
+        "overlap": overlap_summary(model),
+    }
 
 
 def _sha256(path: Path) -> str:
@@ -270,6 +287,10 @@ def train(
             with ctx():
                 _, loss = fwd(x, y)
             total = loss + config.lamb * sparsity_penalty(model, mu1=config.mu1, mu2=config.mu2) if config.lamb else loss
+            if config.ortho_lambda:
+                total = total + config.ortho_lambda * ortho_penalty(model, config.ortho_kind)
+            if config.wo_decay:
+                total = total + config.wo_decay * wo_sq_norm(model)
             optimizer.zero_grad(set_to_none=True)
             total.backward()
             if config.grad_clip > 0:
@@ -296,6 +317,7 @@ def train(
                 "elapsed_s": elapsed,
                 "tokens_per_s": window_tokens / max(window_time, 1e-9),
                 "lr": lr,
+                **_head_terms(model, config),
             }
             window_tokens, window_time = 0, 0.0
             history.append(row)
