@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
+import shlex
 from pathlib import Path
 
 import click
 
 from kansym.cli.common import CLIError, check_device, common_options, prepare_out_dir, run_safely, setup_logging
-from kansym.errors import ConfigError
+from kansym.errors import ConfigError, FitError, KansymError
+
+# exit status of a run stopped by Ctrl-C (128 + SIGINT), as shells report it
+EXIT_INTERRUPTED = 130
 
 EXAMPLES = {
     # name: (target, inputs) of the datasets shipped in kansym/data
@@ -43,13 +48,17 @@ def _resolve_data(data: str | None, example: str | None, target: str | None, inp
     return Path(data), target, _split(inputs)
 
 
-def _config(hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, seed, device):
+def _config(hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, seed, device, finetune_steps=None):
     from kansym.pipeline import DiscoverConfig
-    from kansym.train.fit import TrainConfig
 
-    if lamb is not None and lamb < 0:
-        raise ConfigError(f"--lamb must be >= 0, got {lamb}")
-    train = TrainConfig()
+    if lamb is not None and not (lamb >= 0 and math.isfinite(lamb)):
+        raise ConfigError(f"--lamb must be a finite number >= 0, got {lamb}")
+    if not (theta >= 0 and math.isfinite(theta)):
+        raise ConfigError(f"--theta must be a finite number >= 0, got {theta}")
+    if finetune_steps is not None and finetune_steps < 1:
+        raise ConfigError(f"--finetune-steps must be at least 1, got {finetune_steps}")
+    defaults = DiscoverConfig()
+    train = defaults.train
     changes = {}
     if steps is not None:
         changes["steps"] = steps
@@ -57,10 +66,12 @@ def _config(hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, see
         changes["lamb"] = lamb
     if changes:
         train = train.replace(**changes)
+    finetune = defaults.finetune if finetune_steps is None else defaults.finetune.replace(steps=finetune_steps)
     return DiscoverConfig(
         hidden=_hidden(hidden),
         grid_size=grid_size,
         train=train,
+        finetune=finetune,
         theta=theta,
         space=space,
         library=_split(lib),
@@ -80,6 +91,83 @@ def _hidden(value: str) -> tuple[int, ...]:
     return widths
 
 
+def _given(ctx: click.Context) -> set[str]:
+    """Names of the options given on the command line (not defaults)."""
+    return {n for n in ctx.params if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
+
+
+def _load_resume(resume: str | None, config, ctx: click.Context):
+    """The checkpoint to resume and the config of the resumed run (saved training options)."""
+    if resume is None:
+        return None, config
+    from kansym.io.bundle import ModelBundle
+    from kansym.io.resume import merge_resume_config, read_resume
+
+    bundle = ModelBundle.load(resume)
+    point = read_resume(bundle, resume)
+    given = _given(ctx)
+    config = merge_resume_config(point.config, config, given, "steps" in given)
+    if config.train.steps < point.state.step:
+        raise ConfigError(f"'{resume}' already completed {point.state.step} steps; give --steps {point.state.step} or more")
+    return bundle, config
+
+
+def _check_same_columns(table, bundle, resume: str) -> None:
+    if bundle is not None and (table.input_names != bundle.input_names or table.target_names != bundle.output_names):
+        raise ConfigError(
+            f"'{resume}' was trained on inputs {', '.join(bundle.input_names)} -> {', '.join(bundle.output_names)}, "
+            f"not {', '.join(table.input_names)} -> {', '.join(table.target_names)}; give the same columns"
+        )
+
+
+def _announce(table, config, quiet: bool, resumed) -> None:
+    """Say what is about to be trained (after the last check that could refuse the data)."""
+    from kansym.errors import DataError
+    from kansym.pipeline import MIN_ROWS
+
+    if table.n_rows < MIN_ROWS:
+        raise DataError(f"kansym needs at least {MIN_ROWS} rows to train and validate a KAN, got {table.n_rows}")
+    if quiet:
+        return
+    width = [table.d_in, *config.hidden, table.d_out]
+    start = f" from step {resumed.meta['resume']['fit_state']['step']}" if resumed is not None else ""
+    click.echo(f"training a {width} KAN on {table.n_rows} rows for {config.train.steps} steps{start} "
+               "(Ctrl-C saves a resumable checkpoint)", err=True)
+
+
+def _resume_command(ctx: click.Context, data, example, target, inputs, dropna, out_flag: str, out: str, ckpt: Path) -> str:
+    words = [ctx.find_root().info_name or "kansym", ctx.info_name]
+    words += [str(data)] if data is not None else ["--example", example]
+    if target:
+        words += ["--target", target]
+    if inputs:
+        words += ["--inputs", inputs]
+    if dropna:
+        words.append("--dropna")
+    words += [out_flag, str(out), "--resume", str(ckpt)]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _interrupted(stop: KeyboardInterrupt, path: Path, *, force: bool, protect: list[Path], command: str) -> click.exceptions.Exit:
+    """Save the resumable checkpoint of a Ctrl-C'ed run; the caller raises the returned exit (status 130)."""
+    from kansym.cli.common import check_output_file
+
+    bundle = getattr(stop, "bundle", None)
+    if bundle is None:  # Ctrl-C after the training stage (fine-tuning, symbolification)
+        click.echo("interrupted after training; nothing was written (rerun to finish)", err=True)
+        return click.exceptions.Exit(EXIT_INTERRUPTED)
+    done, total = stop.state.step, bundle.meta["train_config"]["steps"]
+    try:
+        check_output_file(path, force=force, protect=protect)
+        bundle.save(path, protect=protect)
+    except KansymError as exc:
+        click.echo(f"interrupted after {done} of {total} steps; could not save a resumable checkpoint: {exc}", err=True)
+        return click.exceptions.Exit(EXIT_INTERRUPTED)
+    click.echo(f"interrupted after {done} of {total} steps; saved a resumable checkpoint to {path}; "
+               f"continue with: {command}", err=True)
+    return click.exceptions.Exit(EXIT_INTERRUPTED)
+
+
 def data_options(fn):
     fn = click.option("--dropna", is_flag=True, help="Drop rows with NaN/inf in the used columns (and say how many).")(fn)
     fn = click.option("--example", default=None, help="Use a dataset shipped with kansym instead of a file: kepler, hello.")(fn)
@@ -97,6 +185,7 @@ def symbolic_options(fn):
 
 
 def model_options(fn):
+    fn = click.option("--resume", default=None, type=click.Path(dir_okay=False), help="Continue the run interrupted (Ctrl-C) into this checkpoint; give the same data.")(fn)
     fn = click.option("--space", type=click.Choice(["auto", "linear", "log"]), default="auto", show_default=True, help="Learn in log space (positive multiplicative laws) or linear space.")(fn)
     fn = click.option("--lamb", default=None, type=float, help="Sparsification strength lamb of the L1 + entropy penalty.  [default: 0.2]")(fn)
     fn = click.option("--steps", default=None, type=int, help="LBFGS steps of the sparsifying training.  [default: 20]")(fn)
@@ -112,9 +201,11 @@ def model_options(fn):
 @click.option("--out-dir", "-o", default="kansym-out", show_default=True, type=click.Path(), help="Directory for model.pt, pruned.pt, formula.json, formula.tex, graph.json.")
 @click.option("--force", is_flag=True, help="Overwrite existing output files not written by kansym.")
 @click.option("--plots", default=None, type=click.Path(file_okay=False), help="Also write diagram.png, report.png and curves.png of the run in this directory.")
+@click.option("--finetune-steps", default=None, type=int, help="LBFGS steps of the fine-tuning after pruning.  [default: 20]")
 @common_options
+@click.pass_context
 @run_safely
-def fit_command(data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, out_dir, force, plots, seed, device, quiet):
+def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, theta, space, lib, r2_threshold, out_dir, force, plots, finetune_steps, seed, device, quiet):
     """Find the law in DATA (a CSV): train a KAN, prune it, symbolify it.
 
     Prints the formula (LaTeX) and its R², and writes OUT_DIR/model.pt,
@@ -133,13 +224,27 @@ def fit_command(data, target, inputs, example, dropna, hidden, grid_size, steps,
     setup_logging(quiet)
     check_device(device)
     path, target, input_names = _resolve_data(data, example, target, inputs)
-    config = _config(hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, seed, device)
+    config = _config(hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, seed, device, finetune_steps)
     out = Path(out_dir)
     outputs = ["model.pt", "pruned.pt", "formula.json", "formula.tex", "graph.json"]
-    prepare_out_dir(out, outputs, force=force, protect=[path], create=False)
+    protect = [path]
+    prepare_out_dir(out, outputs, force=force, protect=protect, create=False)
+    resumed, config = _load_resume(resume, config, ctx)
     table = read_table(path, target, input_names, dropna=dropna)  # notices go to the log (stderr)
-    result = discover(table.x, table.y, table.input_names, table.target_names, config, progress=None if not quiet else False)
-    prepare_out_dir(out, outputs, force=force, protect=[path])
+    _check_same_columns(table, resumed, resume)
+    _announce(table, config, quiet, resumed)
+    try:
+        result = discover(table.x, table.y, table.input_names, table.target_names, config,
+                          progress=None if not quiet else False, resume=resumed)
+    except FitError as exc:
+        raise CLIError(f"{exc}; nothing was written to {out}") from exc
+    except KeyboardInterrupt as stop:
+        ckpt = out / "interrupted.pt"
+        if getattr(stop, "bundle", None) is not None:
+            prepare_out_dir(out, [], force=force, protect=protect)
+        command = _resume_command(ctx, data, example, target, inputs, dropna, "-o", out_dir, ckpt)
+        raise _interrupted(stop, ckpt, force=force, protect=protect, command=command) from None
+    prepare_out_dir(out, outputs, force=force, protect=protect)
     result.trained.save(out / "model.pt", protect=[path])
     result.pruned.save(out / "pruned.pt", protect=[path])
     record = formula_record(result.formulas[0], result.pruned, result.symbolic, extra={
@@ -169,12 +274,15 @@ def fit_command(data, target, inputs, example, dropna, hidden, grid_size, steps,
 @click.option("--output", "-o", default="model.pt", show_default=True, type=click.Path(dir_okay=False), help="Checkpoint to write.")
 @click.option("--force", is_flag=True, help="Overwrite an existing checkpoint.")
 @common_options
+@click.pass_context
 @run_safely
-def train_command(data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, space, output, force, seed, device, quiet):
+def train_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, space, output, force, seed, device, quiet):
     """Train a sparsified KAN on DATA and save it (no pruning, no formula).
 
     The checkpoint carries the column names, the unit transform and calibration rows,
-    so `kansym prune` and `kansym symbolify` need no data file.
+    so `kansym prune` and `kansym symbolify` need no data file. Ctrl-C saves the run
+    so far to OUTPUT's name with .interrupted.pt; --resume continues it to the same model.
+    If the loss turns NaN/inf, the run stops and nothing is written.
     """
     from kansym.cli.common import check_output_file
     from kansym.io.tabular import read_table
@@ -185,10 +293,23 @@ def train_command(data, target, inputs, example, dropna, hidden, grid_size, step
     path, target, input_names = _resolve_data(data, example, target, inputs)
     config = _config(hidden, grid_size, steps, lamb, 1e-2, space, None, 0.999, seed, device)
     out = Path(output)
-    check_output_file(out, force=force, protect=[path])
+    protect = [path]
+    check_output_file(out, force=force, protect=protect)
+    resumed, config = _load_resume(resume, config, ctx)
     table = read_table(path, target, input_names, dropna=dropna)  # notices go to the log (stderr)
-    bundle = train_bundle(table.x, table.y, table.input_names, table.target_names, config, progress=None if not quiet else False)
-    bundle.save(out, protect=[path])
+    _check_same_columns(table, resumed, resume)
+    _announce(table, config, quiet, resumed)
+    try:
+        bundle = train_bundle(table.x, table.y, table.input_names, table.target_names, config,
+                              progress=None if not quiet else False, resume=resumed)
+    except FitError as exc:
+        kept = f"{out} was left as it was" if out.exists() else f"{out} was not written"
+        raise CLIError(f"{exc}; {kept}") from exc
+    except KeyboardInterrupt as stop:
+        ckpt = out.with_name(f"{out.stem}.interrupted.pt")
+        command = _resume_command(ctx, data, example, target, inputs, dropna, "-o", output, ckpt)
+        raise _interrupted(stop, ckpt, force=force, protect=protect, command=command) from None
+    bundle.save(out, protect=protect)
     hist = bundle.meta["history"]
     click.echo(json.dumps({"checkpoint": str(out), "width": list(bundle.model.width), "space": bundle.meta["space"],
                            "train_loss": hist["train_loss"][-1] if hist.get("train_loss") else None}))

@@ -327,7 +327,6 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
             )
         return torch.optim.Adam(model.parameters(), lr=config.lr)
 
-    optimizer = make_optimizer()
     history = History()
     best = (math.inf, -1, _snapshot(model))  # (val objective, step, state)
     start = 0
@@ -335,16 +334,13 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
         start = resume.step
         history = History(**{k: list(v) for k, v in resume.history.items()})
         gen.set_state(resume.generator)
-        try:
-            optimizer.load_state_dict(resume.optimizer)
-        except (ValueError, KeyError, RuntimeError) as exc:
-            raise ConfigError(f"the saved optimizer state does not fit this model ({exc}); start a new run") from exc
         if resume.best_state is not None:
             best = (resume.best_score, resume.best_step, resume.best_state)
     # The end of the last completed step, replaced by one assignment so that a Ctrl-C
     # between two bytecodes sees either the old or the new record, never half of each:
-    # (steps done, model state, optimizer state, generator state).
-    commit = (len(history.step), _snapshot(model), snapshot_optimizer(optimizer), gen.get_state())
+    # (steps done, model state, optimizer state, generator state). An empty optimizer
+    # state means a fresh optimizer (no step taken since it was made).
+    commit = (len(history.step), _snapshot(model), resume.optimizer if resume else {}, gen.get_state())
 
     def roll_back() -> FitState:
         done, good, opt_state, gen_state = commit
@@ -362,6 +358,12 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
     show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = tqdm(range(start, config.steps), disable=not show, desc="fit", leave=False)
     try:
+        optimizer = make_optimizer()  # inside the try: the first one imports parts of torch (seconds)
+        if resume is not None and resume.optimizer:
+            try:
+                optimizer.load_state_dict(resume.optimizer)
+            except (ValueError, KeyError, RuntimeError) as exc:
+                raise ConfigError(f"the saved optimizer state does not fit this model ({exc}); start a new run") from exc
         for step in bar:
             every = config.grid_update_every
             if every and step % every == 0 and step < config.stop_grid_update_step:
