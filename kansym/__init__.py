@@ -9,6 +9,8 @@ The public pipeline (DESIGN.md §2)::
     result = discover(table.x, table.y, table.input_names, table.target_names)
     result.formulas[0].expr        # train -> prune -> symbolify -> refine -> verify
 
+or, scikit-learn style, ``kansym.KANRegressor().fit(X, y).sympy()``.
+
 Heavy optional parts (pysr, matplotlib) are imported lazily.
 """
 
@@ -29,4 +31,14 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "FitError",
+    "KANRegressor",
 ]
+
+
+def __getattr__(name: str):
+    """Lazy exports: ``kansym.KANRegressor`` imports torch and the pipeline on first use."""
+    if name == "KANRegressor":
+        from kansym.estimator import KANRegressor
+
+        return KANRegressor
+    raise AttributeError(f"module 'kansym' has no attribute {name!r}")

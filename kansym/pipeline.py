@@ -17,6 +17,7 @@ import networkx as nx
 import numpy as np
 import sympy
 import torch
+from sympy.core.function import AppliedUndef
 
 from kansym.config import PlainConfig
 from kansym.errors import ConfigError, DataError
@@ -30,17 +31,20 @@ from kansym.prune.scores import edge_scores
 from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
 from kansym.symbolic.library import get_library
 from kansym.symbolic.occam import simplify_edges
+from kansym.symbolic.pareto import pareto_front
 from kansym.symbolic.refine import refine
 from kansym.symbolic.verify import Fidelity, fidelity, r2_score
 from kansym.train.fit import TrainConfig, finetune, fit
 from kansym.train.state import FitInterrupted
 from kansym.transform import DataTransform, choose_space
 
-__all__ = ["DiscoverConfig", "Discovery", "Formula", "discover", "train_bundle", "symbolify_bundle"]
+__all__ = ["DiscoverConfig", "Discovery", "Formula", "discover", "train_bundle", "symbolify_bundle", "split_holdout"]
 
 log = logging.getLogger("kansym")
 
 MIN_ROWS = 10
+MIN_HOLDOUT_ROWS = 20  # fewer held-out rows than this would make a noisy verdict
+R2_GAP = 0.01  # a formula this much below the model's held-out R² is flagged
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,17 @@ class DiscoverConfig(PlainConfig):
         Primitive names (None = the whole library).
     r2_threshold : float
         Per-edge R² an edge's primitive must reach.
+    min_edge_r2 : float
+        An edge whose best primitive stays below this R² is kept numeric and flagged
+        (:mod:`kansym.symbolic.numeric`) instead of being forced into that primitive.
+    holdout : float
+        Share of the rows (seeded) held out from training, symbolification and
+        refinement, on which the formula and the model are verified (R² on held-out
+        rows); tables of fewer than ``MIN_HOLDOUT_ROWS / holdout`` rows hold none out and are
+        verified on the fitting rows. 0 disables it.
+    max_train_rows : int or None
+        The KAN trains on at most this many (seeded) rows of the fitting rows;
+        symbolification and refinement use them all. None: no cap.
     simplify_edges : bool
         Try simpler primitives per edge in the whole formula (:mod:`kansym.symbolic.occam`).
     seed : int
@@ -88,6 +103,9 @@ class DiscoverConfig(PlainConfig):
     space: str = "auto"
     library: tuple[str, ...] | None = None
     r2_threshold: float = 0.999
+    min_edge_r2: float = 0.9
+    holdout: float = 0.2
+    max_train_rows: int | None = 3000
     simplify_edges: bool = True
     seed: int = 0
     device: str = "cpu"
@@ -102,6 +120,10 @@ class DiscoverConfig(PlainConfig):
             raise ConfigError(f"dtype must be float64 or float32, got {self.dtype!r}")
         if any(w < 1 for w in self.hidden):
             raise ConfigError(f"hidden widths must be >= 1, got {list(self.hidden)}")
+        if not 0.0 <= self.holdout < 0.9:
+            raise ConfigError(f"holdout must lie in [0, 0.9), got {self.holdout}")
+        if self.max_train_rows is not None and self.max_train_rows < MIN_ROWS:
+            raise ConfigError(f"max_train_rows must be at least {MIN_ROWS}, got {self.max_train_rows}")
         if not 0.0 < self.r2_threshold <= 1.0:
             raise ConfigError(f"r2_threshold must lie in (0, 1], got {self.r2_threshold}")
         if self.library is not None:
@@ -126,7 +148,15 @@ class Formula:
     target : str
     candidates : tuple of kansym.symbolic.occam.Candidate
         Every formula the Occam step evaluated (complexity, error, BIC, accepted),
-        before the final refinement: the complexity/error front of the search.
+        before the final refinement.
+    r2_test, r2_model_test : float
+        R² of the formula and of the model on the held-out rows (on the fitting rows
+        when none were held out, ``n_test == 0``).
+    n_test : int
+        Number of held-out rows.
+    front : tuple of kansym.symbolic.pareto.FrontEntry
+        The complexity/error Pareto front of the candidates and the final formula, the
+        chosen one marked (:func:`kansym.symbolic.pareto.pareto_front`).
     """
 
     expr: sympy.Expr
@@ -135,6 +165,31 @@ class Formula:
     fidelity: Fidelity
     target: str
     candidates: tuple = ()
+    r2_test: float = float("nan")
+    r2_model_test: float = float("nan")
+    n_test: int = 0
+    front: tuple = ()
+
+    @property
+    def numeric_edges(self) -> tuple[str, ...]:
+        """Names of the edges kept numeric (opaque ``phi_l_i_j`` functions in :attr:`expr`)."""
+        return tuple(sorted({str(f.func) for f in self.expr.atoms(AppliedUndef)}))
+
+    @property
+    def warning(self) -> str | None:
+        """Why this formula must not be taken as the answer as it stands, or None.
+
+        Set when its R² on the held-out rows (the fitting rows if none were held out)
+        is below the model's by more than ``R2_GAP`` = 0.01, or when some edge fitted no
+        primitive and stayed numeric.
+        """
+        notes = []
+        if not np.isfinite(self.r2_test) or self.r2_test < self.r2_model_test - R2_GAP:
+            notes.append(f"the formula's R² ({self.r2_test:.4f}) is below the model's ({self.r2_model_test:.4f}) "
+                         f"by more than {R2_GAP}: it misses part of what the model learned")
+        if self.numeric_edges:
+            notes.append(f"edges {', '.join(self.numeric_edges)} fit no primitive and stay numeric")
+        return "; ".join(notes) or None
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """Evaluate on CSV inputs ``(N, d_in)`` -> ``(N,)``."""
@@ -247,6 +302,8 @@ def symbolify_bundle(
     config: DiscoverConfig,
     x: np.ndarray | None = None,
     y: np.ndarray | None = None,
+    x_test: np.ndarray | None = None,
+    y_test: np.ndarray | None = None,
 ) -> tuple[SymbolicKAN, tuple[Formula, ...]]:
     """Symbolify a bundled model, compose, refine and verify its formulas.
 
@@ -254,12 +311,18 @@ def symbolify_bundle(
     ----------
     bundle : ModelBundle
     config : DiscoverConfig
-        ``library`` and ``r2_threshold`` are used.
+        ``library``, ``r2_threshold`` and ``min_edge_r2`` are used.
     x, y : ndarray, optional
         CSV-unit data for the refit and the fidelity (default: the calibration rows).
+    x_test, y_test : ndarray, optional
+        Held-out CSV-unit rows on which the formula and the model are compared
+        (:attr:`Formula.r2_test`, :attr:`Formula.warning`); default: ``x, y``.
     """
     x = bundle.x_cal if x is None else x
     y = bundle.y_cal if y is None else y
+    held_out = x_test is not None and y_test is not None
+    if not held_out:
+        x_test, y_test = x, y
     sym, candidates = symbolify(
         bundle.model,
         bundle.model_inputs(x).double(),
@@ -268,25 +331,55 @@ def symbolify_bundle(
         bundle.output_names,
         library=config.library,
         r2_threshold=config.r2_threshold,
+        min_r2=config.min_edge_r2,
     )
     symbols = tuple(input_symbols(bundle.input_names, positive=bundle.transform.log_space))
     tried: list = []
     if len(bundle.output_names) == 1 and config.simplify_edges:
         sym, tried = simplify_edges(sym, candidates, symbols, x, y[:, 0])
     y_model = bundle.predict(x)
+    y_model_test = bundle.predict(x_test)
     loss_space = "log" if bundle.transform.log_space else "linear"
     formulas = []
     for k, raw in enumerate(sym.expressions(symbols)):
         expr = refine(raw, symbols, x, y[:, k], loss_space=loss_space)
-        fid = fidelity(lambdify_formula(expr, symbols), x, y[:, k], y_model[:, k])
+        fid = fidelity(lambdify_formula(expr, symbols), x, y[:, k], y_model[:, k]) if _finite(expr, symbols, x) else None
         raw_fid = fidelity(lambdify_formula(raw, symbols), x, y[:, k], y_model[:, k])
-        if not np.isfinite(fid.r2_data) or fid.r2_data < raw_fid.r2_data - 1e-6:
-            log.info("refinement lowered R² (%.6g < %.6g); keeping the raw composition", fid.r2_data, raw_fid.r2_data)
+        if fid is None or fid.r2_data < raw_fid.r2_data - 1e-6:
+            log.info("refinement lowered R² (%s < %.6g); keeping the raw composition",
+                     "nan" if fid is None else f"{fid.r2_data:.6g}", raw_fid.r2_data)
             expr, fid = raw, raw_fid
+        yt = y_test[:, k]
+        front = pareto_front([c.expr for c in tried] + [raw], expr, symbols, x_test, yt)
+        r2_test = next(e.r2 for e in front if e.chosen)
         formulas.append(
-            Formula(expr=expr, raw=raw, symbols=symbols, fidelity=fid, target=bundle.output_names[k], candidates=tuple(tried))
+            Formula(
+                expr=expr, raw=raw, symbols=symbols, fidelity=fid, target=bundle.output_names[k],
+                candidates=tuple(tried), r2_test=r2_test, r2_model_test=r2_score(yt, y_model_test[:, k]),
+                n_test=int(x_test.shape[0]) if held_out else 0, front=front,
+            )
         )
+        if formulas[-1].warning:
+            log.warning("%s: %s", bundle.output_names[k], formulas[-1].warning)
     return sym, tuple(formulas)
+
+
+def _finite(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray) -> bool:
+    with np.errstate(all="ignore"):
+        return bool(np.all(np.isfinite(lambdify_formula(expr, symbols)(x))))
+
+
+def split_holdout(n: int, holdout: float, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Seeded split of ``n`` rows into fitting and held-out indices (sorted).
+
+    No rows are held out (``None``) when fewer than :data:`MIN_HOLDOUT_ROWS` would be,
+    or when fewer than :data:`MIN_ROWS` would remain to fit.
+    """
+    n_test = int(round(n * holdout))
+    if n_test < MIN_HOLDOUT_ROWS or n - n_test < MIN_ROWS:
+        return np.arange(n), None
+    perm = np.random.default_rng([seed, 7]).permutation(n)
+    return np.sort(perm[n_test:]), np.sort(perm[:n_test])
 
 
 def discover(
@@ -304,7 +397,10 @@ def discover(
     Parameters
     ----------
     x : ndarray (N, d_in), CSV units
-    y : ndarray (N, d_out), CSV units
+    y : ndarray (N, d_out) or (N,), CSV units
+        A share ``config.holdout`` of the rows is held out (seeded) to verify the
+        formula against the model (:attr:`Formula.r2_test`); the KAN trains on at most
+        ``config.max_train_rows`` of the others.
     input_names, output_names : sequence of str
         Column names; they become the formula's symbols.
     config : DiscoverConfig, optional
@@ -323,19 +419,31 @@ def discover(
     """
     config = config or DiscoverConfig()
     seconds = {}
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if y.ndim == 1:
+        y = y[:, None]
+    fit_idx, test_idx = split_holdout(x.shape[0], config.holdout, config.seed)
+    x_test = y_test = None
+    if test_idx is not None:
+        x_test, y_test = x[test_idx], y[test_idx]
+        x, y = x[fit_idx], y[fit_idx]
+    x_train, y_train = x, y
+    if config.max_train_rows is not None and x.shape[0] > config.max_train_rows:
+        sub = np.sort(np.random.default_rng([config.seed, 11]).choice(x.shape[0], config.max_train_rows, replace=False))
+        x_train, y_train = x[sub], y[sub]
     t0 = time.perf_counter()
-    trained = train_bundle(x, y, input_names, output_names, config, progress=progress, resume=resume)
+    trained = train_bundle(x_train, y_train, input_names, output_names, config, progress=progress, resume=resume)
     seconds["train"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     pruned, result = prune_bundle(trained, config.theta)
-    u = torch.as_tensor(trained.transform.inputs(x), dtype=_dtype(config.dtype))
-    v = torch.as_tensor(trained.transform.targets(y), dtype=_dtype(config.dtype))
+    u = torch.as_tensor(trained.transform.inputs(x_train), dtype=_dtype(config.dtype))
+    v = torch.as_tensor(trained.transform.targets(y_train), dtype=_dtype(config.dtype))
     ft = finetune(
         pruned.model,
         u,
         v,
-        grid_size=_finetune_grid(config, x.shape[0]),
+        grid_size=_finetune_grid(config, x_train.shape[0]),
         config=config.finetune.replace(seed=config.seed, device=config.device),
         progress=progress,
     )
@@ -343,7 +451,7 @@ def discover(
     seconds["prune"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    sym, formulas = symbolify_bundle(pruned, config, x, y)
+    sym, formulas = symbolify_bundle(pruned, config, x, y, x_test, y_test)
     seconds["symbolify"] = time.perf_counter() - t0
 
     scores = edge_scores(pruned.model, pruned.model_inputs(x))

@@ -18,14 +18,48 @@ import torch
 from kansym.errors import DataError
 from kansym.io.scaler import Scaler
 
-__all__ = ["DataTransform", "choose_space"]
+__all__ = ["DataTransform", "choose_space", "additive_r2"]
+
+
+def additive_r2(x: np.ndarray, y: np.ndarray, *, degree: int = 5, max_rows: int = 2000) -> float:
+    """R² of the best additive model ``y ~ sum_i g_i(x_i)`` (each ``g_i`` a polynomial).
+
+    Least squares on Legendre polynomials of degree ``degree`` of each input scaled to
+    [-1, 1], on at most ``max_rows`` evenly spaced rows. An additive law scores 1; a law
+    whose variables interact (``a * b`` in linear units) scores less. This is the
+    separability test of AI Feynman (Udrescu & Tegmark 2020, Sci. Adv. 6, eaay2631, §2)
+    done with a fitted additive model instead of a neural network.
+
+    Parameters
+    ----------
+    x : ndarray (N, d)
+    y : ndarray (N,) or (N, 1)
+    """
+    y = np.asarray(y, dtype=np.float64).reshape(x.shape[0], -1)[:, 0]
+    step = max(1, x.shape[0] // max_rows)
+    x, y = np.asarray(x, dtype=np.float64)[::step], y[::step]
+    lo, hi = x.min(axis=0), x.max(axis=0)
+    u = 2 * (x - lo) / np.where(hi > lo, hi - lo, 1.0) - 1  # (n, d) in [-1, 1]
+    cols = [np.ones(x.shape[0])]
+    for i in range(x.shape[1]):
+        v = np.polynomial.legendre.legvander(u[:, i], degree)  # (n, degree + 1)
+        cols.extend(v[:, 1:].T)
+    A = np.stack(cols, axis=1)
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    sst = float(np.sum((y - y.mean()) ** 2))
+    return 1.0 - float(np.sum((A @ coef - y) ** 2)) / sst if sst > 0 else 1.0
 
 
 def choose_space(x: np.ndarray, y: np.ndarray, space: str = "auto", *, decades: float = 2.0) -> str:
     """Pick ``"linear"`` or ``"log"`` for a table.
 
-    ``auto`` chooses log space when every input and target value is positive and at
-    least one column spans ``decades`` orders of magnitude or more.
+    ``auto`` chooses log space when every input and target value is positive and
+    either at least one column spans ``decades`` orders of magnitude or more, or
+    (two inputs or more) the law is markedly more additive in log units than in
+    linear units: the residual ``1 - R²`` of the additive model of :func:`additive_r2`
+    in linear units exceeds 1e-3 and the one in log units is at most a quarter of it. A product of powers
+    (``m a``, ``q1 q2 / r^2``) is additive in log units, so a KAN of linear edges
+    represents it exactly there; a sum (``a + b``) is additive in linear units.
 
     Parameters
     ----------
@@ -49,7 +83,13 @@ def choose_space(x: np.ndarray, y: np.ndarray, space: str = "auto", *, decades: 
         return "linear"
     both = np.concatenate([x, y], axis=1)
     span = np.log10(both.max(axis=0) / both.min(axis=0))
-    return "log" if float(span.max()) >= decades else "linear"
+    if float(span.max()) >= decades:
+        return "log"
+    if x.shape[1] < 2 or y.shape[1] != 1:
+        return "linear"
+    res_lin = 1.0 - additive_r2(x, y)
+    res_log = 1.0 - additive_r2(np.log(x), np.log(y))
+    return "log" if res_lin > 1e-3 and res_log <= 0.25 * res_lin else "linear"
 
 
 @dataclass(frozen=True)

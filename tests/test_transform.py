@@ -20,6 +20,15 @@ def test_choose_space():
         choose_space(signed, signed[:, :1], "log")
 
 
+def test_choose_space_by_additivity():
+    # within one decade: a product is additive only in log units, a sum only in linear units
+    x = np.random.default_rng(1).uniform(1, 5, (500, 3))
+    assert choose_space(x, (x[:, 0] * x[:, 1] / x[:, 2] ** 2)[:, None]) == "log"
+    assert choose_space(x, (x[:, 0] + x[:, 1] + x[:, 2])[:, None]) == "linear"
+    assert choose_space(x, (x[:, 0] * x[:, 1] + x[:, 2])[:, None]) == "linear"
+    assert choose_space(x[:, :1], x[:, :1] ** 2) == "linear"  # one input: the span rule alone
+
+
 def test_linear_transform_scales_and_inverts():
     x = np.array([[0.0, 10.0], [2.0, 30.0], [4.0, 20.0]])
     y = np.array([[1.0], [3.0], [5.0]])

@@ -27,6 +27,12 @@ def formula_record(formula, bundle, symbolic, *, extra: dict | None = None) -> d
         "r2_model": fid.r2_model,
         "max_abs_err": fid.max_abs_err,
         "rmse": fid.rmse,
+        "r2_test": formula.r2_test,
+        "r2_model_test": formula.r2_model_test,
+        "n_test": formula.n_test,
+        "warning": formula.warning,
+        "numeric_edges": list(formula.numeric_edges),
+        "pareto": [e.to_dict() for e in formula.front],
         "space": "log" if bundle.transform.log_space else "linear",
         "candidates": [
             {
@@ -67,9 +73,31 @@ def write_text(path: Path, text: str) -> None:
     _atomic_write_text(path, text)
 
 
-def print_formulas(formulas) -> None:
-    """Print each formula as LaTeX with its R² (stdout)."""
+def print_formulas(formulas, *, front: bool = True) -> None:
+    """Print each formula (LaTeX and sympy) with its verified R² and the Pareto front (stdout).
+
+    The R² on the held-out rows (the fitting rows if none were held out) is printed
+    next to the formula with the model's; a formula whose R² is below the model's by
+    more than 0.01, or with numeric edges, is printed with a ``WARNING`` line right
+    under it (:attr:`kansym.pipeline.Formula.warning`).
+    """
     for f in formulas:
+        where = f"held-out, {f.n_test} rows" if f.n_test else "fitting rows"
         click.echo(f"{f.target} = {to_latex(f.expr)}")
         click.echo(f"sympy: {f.expr}")
-        click.echo(f"R² (data) = {f.fidelity.r2_data:.6f}   R² (vs model) = {f.fidelity.r2_model:.6f}")
+        click.echo(f"R² ({where}) = {f.r2_test:.6f}   model R² ({where}) = {f.r2_model_test:.6f}   "
+                   f"R² (data) = {f.fidelity.r2_data:.6f}   R² (vs model) = {f.fidelity.r2_model:.6f}")
+        if f.warning:
+            click.echo(f"WARNING: not a verified answer: {f.warning}")
+        if front and f.front:
+            click.echo(pareto_table(f.front, where))
+
+
+def pareto_table(entries, where: str = "held-out") -> str:
+    """The Pareto front as text: complexity, R², the formula; ``*`` marks the chosen one."""
+    lines = [f"Pareto front (complexity vs R² on {where}; * = chosen):"]
+    for e in entries:
+        mark = "*" if e.chosen else " "
+        note = "  (dominated)" if e.chosen and e.dominated else ""
+        lines.append(f" {mark} {e.complexity:4d}  {e.r2:.6f}  {e.expr}{note}")
+    return "\n".join(lines)

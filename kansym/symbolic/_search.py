@@ -111,7 +111,7 @@ def _grid(prim: Primitive, data: Data, a_range: tuple[float, float], b_range: tu
             A, B = np.repeat(a, b.size), np.tile(b, a.size)
     if prim.n_params == 0:
         return A, B, np.full(A.shape, np.nan)
-    p = np.linspace(*prim.p_range, 25)
+    p = np.linspace(*prim.p_range, int(round(2 * (prim.p_range[1] - prim.p_range[0]))) + 1)  # steps of 1/2
     p = p[np.abs(p) > 0.05]
     return np.repeat(A, p.size), np.repeat(B, p.size), np.tile(p, A.size)
 

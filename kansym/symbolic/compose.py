@@ -23,6 +23,7 @@ import torch
 from kansym.nn.kan import KAN
 from kansym.symbolic.fit import EdgeFit, select_edge_fit
 from kansym.symbolic.library import Primitive, get_library
+from kansym.symbolic.numeric import numeric_edge
 from kansym.transform import DataTransform
 
 __all__ = ["SymbolicKAN", "symbolify", "input_symbols"]
@@ -145,7 +146,7 @@ class SymbolicKAN:
         for e in data["edges"]:
             e = dict(e)
             key = tuple(int(v) for v in e.pop("id"))
-            edges[key] = EdgeFit.from_dict(e)
+            edges[key] = EdgeFit.from_dict(e)  # a NumericEdge for numeric records
         return cls(
             width=tuple(data["width"]),
             edges=edges,
@@ -165,6 +166,7 @@ def symbolify(
     library: Sequence[Primitive] | Sequence[str] | None = None,
     r2_threshold: float = 0.999,
     constant_tol: float = 1e-3,
+    min_r2: float = 0.9,
 ) -> tuple[SymbolicKAN, dict[EdgeId, list[EdgeFit]]]:
     """Fit a primitive to every live edge of ``model`` on the activations of ``x``.
 
@@ -183,6 +185,10 @@ def symbolify(
     constant_tol : float
         An edge whose output spread (std) is below ``constant_tol`` times the spread of
         the node it feeds is fitted as a constant.
+    min_r2 : float
+        An edge whose best primitive reaches an R² below this is not forced into that
+        primitive: it stays numeric (:class:`~kansym.symbolic.numeric.NumericEdge`, an
+        opaque ``phi_l_i_j`` in the formula) and is logged as a warning.
 
     Returns
     -------
@@ -209,8 +215,12 @@ def symbolify(
                 small = yv.std() <= constant_tol * max(float(node_std[j]), 1e-12)
                 lib = constant_lib if small else library
                 fit, cands = select_edge_fit(xv, yv, lib, r2_threshold=r2_threshold)
-                edges[(layer, i, j)] = fit
                 candidates[(layer, i, j)] = cands
+                if fit.primitive != "0" and fit.r2 < min_r2:
+                    log.warning("edge %d:%d->%d fits no primitive (best: %s, R² = %.4f < %g); kept numeric",
+                                layer, i, j, fit.primitive, fit.r2, min_r2)
+                    fit = numeric_edge((layer, i, j), xv, yv, r2=fit.r2, best=fit.primitive)
+                edges[(layer, i, j)] = fit
                 flag = "" if fit.r2 >= r2_threshold or fit.primitive == "0" else f" (below {r2_threshold}: best trade-off)"
                 log.info("edge %d:%d->%d: %s, R² = %.6f%s", layer, i, j, fit.primitive, fit.r2, flag)
     sym = SymbolicKAN(

@@ -46,6 +46,7 @@ import torch
 from kansym.errors import ConfigError, FitError
 from kansym.symbolic import _search as se
 from kansym.symbolic.library import PRIMITIVES, Primitive, get_library
+from kansym.symbolic.numeric import NUMERIC, NumericEdge
 
 __all__ = ["EdgeFit", "fit_primitive", "select_edge_fit"]
 
@@ -130,7 +131,13 @@ class EdgeFit:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "EdgeFit":
-        """Rebuild from :meth:`to_dict`; raises ConfigError on missing keys or unknown primitive."""
+        """Rebuild from :meth:`to_dict`; raises ConfigError on missing keys or unknown primitive.
+
+        A record of a numeric edge (``primitive == "numeric"``) gives a
+        :class:`~kansym.symbolic.numeric.NumericEdge`, which has the same interface.
+        """
+        if data.get("primitive") == NUMERIC:
+            return NumericEdge.from_dict(data)
         missing = {"primitive", "a", "b", "c", "d", "r2"} - set(data)
         if missing:
             raise ConfigError(f"EdgeFit dict lacks {sorted(missing)}; pass the output of to_dict().")

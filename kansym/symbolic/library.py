@@ -117,7 +117,7 @@ class Primitive:
     outer: bool = True
     parity: Parity | None = None
     period: float | None = None
-    p_range: tuple[float, float] = (-3.0, 3.0)
+    p_range: tuple[float, float] = (-12.0, 12.0)
 
     def __repr__(self) -> str:
         return f"Primitive({self.name!r}, complexity={self.complexity})"

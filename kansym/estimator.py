@@ -1,0 +1,228 @@
+"""A scikit-learn style estimator over the discovery pipeline (:func:`kansym.pipeline.discover`).
+
+``KANRegressor().fit(X, y)`` trains, prunes and symbolifies a KAN exactly as ``kansym fit``
+does; ``predict`` evaluates the discovered formula, ``score`` is its R², ``sympy()`` and
+``latex()`` give the formula and ``equations_`` the complexity/error Pareto front as a
+table, in the manner of PySR's ``PySRRegressor`` (Cranmer 2023, arXiv:2305.01582) and of
+scikit-learn's estimator conventions (constructor stores parameters only; learned
+attributes end in ``_``; ``get_params``/``set_params``). scikit-learn itself is not
+needed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from typing import Any, Sequence
+
+import numpy as np
+
+from kansym.errors import ConfigError, DataError
+
+__all__ = ["KANRegressor"]
+
+
+class KANRegressor:
+    """Symbolic regression with a sparsified, pruned KAN.
+
+    Parameters
+    ----------
+    hidden : tuple of int
+        Hidden layer widths.
+    grid_size : int
+        B-spline intervals of the trained KAN.
+    steps : int
+        LBFGS steps of the sparsifying training.
+    lamb : float
+        Sparsification strength (L1 penalty, KAN paper eq. 2.20).
+    theta : float
+        Node pruning threshold (KAN paper §2.5.1).
+    space : {"auto", "linear", "log"}
+        Units the KAN learns in (:func:`kansym.transform.choose_space`).
+    library : sequence of str or None
+        Primitive names an edge may take (None: all).
+    r2_threshold : float
+        Per-edge R² a primitive must reach.
+    min_edge_r2 : float
+        Below this an edge stays numeric and the formula is flagged.
+    holdout : float
+        Share of the rows held out to verify the formula.
+    max_train_rows : int or None
+        Rows the KAN trains on at most.
+    seed : int
+    device : str
+
+    Attributes
+    ----------
+    formula_ : kansym.pipeline.Formula
+        The discovered formula (after :meth:`fit`).
+    discovery_ : kansym.pipeline.Discovery
+        Everything the pipeline produced (models, graph, timings).
+    equations_ : pandas.DataFrame
+        The Pareto front: ``complexity``, ``r2``, ``error``, ``sympy``, ``chosen``.
+    feature_names_in_ : ndarray of str
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kansym import KANRegressor
+    >>> X = np.random.default_rng(0).uniform(1, 5, (500, 2))
+    >>> est = KANRegressor(seed=0).fit(X, X[:, 0] * X[:, 1], feature_names=["a", "b"])  # doctest: +SKIP
+    >>> est.sympy()  # doctest: +SKIP
+    a*b
+    """
+
+    def __init__(self, hidden: Sequence[int] = (5,), grid_size: int = 5, steps: int = 20, lamb: float = 0.2,
+                 theta: float = 1e-2, space: str = "auto", library: Sequence[str] | None = None,
+                 r2_threshold: float = 0.999, min_edge_r2: float = 0.9, holdout: float = 0.2,
+                 max_train_rows: int | None = 3000, seed: int = 0, device: str = "cpu") -> None:
+        self.hidden = hidden
+        self.grid_size = grid_size
+        self.steps = steps
+        self.lamb = lamb
+        self.theta = theta
+        self.space = space
+        self.library = library
+        self.r2_threshold = r2_threshold
+        self.min_edge_r2 = min_edge_r2
+        self.holdout = holdout
+        self.max_train_rows = max_train_rows
+        self.seed = seed
+        self.device = device
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor parameters (scikit-learn convention)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params: Any) -> "KANRegressor":
+        """Set constructor parameters; raises ConfigError for an unknown name."""
+        valid = self._param_names()
+        for name, value in params.items():
+            if name not in valid:
+                raise ConfigError(f"KANRegressor has no parameter {name!r}; valid: {', '.join(valid)}")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        changed = [f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults.get(k)]
+        return f"KANRegressor({', '.join(changed)})"
+
+    def _config(self):
+        from kansym.pipeline import DiscoverConfig
+        from kansym.train.fit import TrainConfig
+
+        return DiscoverConfig(
+            hidden=tuple(int(h) for h in self.hidden), grid_size=self.grid_size,
+            train=TrainConfig(steps=self.steps, lamb=self.lamb, num_threads=1), theta=self.theta,
+            space=self.space, library=None if self.library is None else tuple(self.library),
+            r2_threshold=self.r2_threshold, min_edge_r2=self.min_edge_r2, holdout=self.holdout,
+            max_train_rows=self.max_train_rows, seed=self.seed, device=self.device,
+        )
+
+    def fit(self, X: Any, y: Any, *, feature_names: Sequence[str] | None = None,
+            target_name: str | None = None) -> "KANRegressor":
+        """Discover a formula for ``y`` from ``X``.
+
+        Parameters
+        ----------
+        X : array_like (N, d) or pandas.DataFrame
+            Inputs; a DataFrame's column names become the formula's symbols.
+        y : array_like (N,) or pandas.Series
+        feature_names : sequence of str, optional
+            Symbol names (default: the DataFrame's columns, else ``x0, x1, ...``).
+        target_name : str, optional
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        DataError, ConfigError, FitError
+
+        Warns
+        -----
+        UserWarning
+            When the formula's held-out R² is more than 0.01 below the model's, or an
+            edge fitted no primitive (:attr:`kansym.pipeline.Formula.warning`).
+        """
+        import pandas as pd
+
+        from kansym.pipeline import discover
+
+        names = feature_names
+        if names is None and isinstance(X, pd.DataFrame):
+            names = [str(c) for c in X.columns]
+        if target_name is None:
+            target_name = str(y.name) if isinstance(y, pd.Series) and y.name is not None else "y"
+        X = self._check_X(X, None)
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.shape != (X.shape[0],):
+            raise DataError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
+        if not np.all(np.isfinite(y)):
+            raise DataError("y contains NaN or inf; drop those rows first")
+        names = list(names) if names is not None else [f"x{i}" for i in range(X.shape[1])]
+        if len(names) != X.shape[1] or len(set(names)) != len(names):
+            raise DataError(f"give {X.shape[1]} distinct feature names, got {names}")
+        result = discover(X, y[:, None], names, [target_name], self._config(), progress=False)
+        self.discovery_ = result
+        self.formula_ = result.formulas[0]
+        self.feature_names_in_ = np.asarray(names, dtype=object)
+        self.n_features_in_ = X.shape[1]
+        self.equations_ = pd.DataFrame(
+            [e.to_dict() for e in self.formula_.front], columns=["complexity", "r2", "error", "sympy", "chosen", "dominated"]
+        )
+        if self.formula_.warning:
+            warnings.warn(f"kansym: {self.formula_.warning}", UserWarning, stacklevel=2)
+        return self
+
+    def _check_X(self, X: Any, n_features: int | None) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[:, None]
+        if X.ndim != 2 or X.shape[0] == 0:
+            raise DataError(f"X must be a non-empty 2-D array (N, d), got shape {X.shape}")
+        if n_features is not None and X.shape[1] != n_features:
+            raise DataError(f"X has {X.shape[1]} columns but the model was fitted on {n_features}")
+        if not np.all(np.isfinite(X)):
+            raise DataError("X contains NaN or inf; drop those rows first")
+        return X
+
+    def _fitted(self):
+        if not hasattr(self, "formula_"):
+            raise ConfigError("this KANRegressor is not fitted yet; call fit(X, y) first")
+        return self.formula_
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Evaluate the discovered formula on ``X (N, d)`` -> ``(N,)``."""
+        formula = self._fitted()
+        return formula(self._check_X(X, self.n_features_in_))
+
+    def score(self, X: Any, y: Any) -> float:
+        """R² of the formula's predictions on ``X, y``."""
+        from kansym.symbolic.verify import r2_score
+
+        return r2_score(np.asarray(y, dtype=np.float64).ravel(), self.predict(X))
+
+    def sympy(self):
+        """The formula as a sympy expression (CSV names as symbols)."""
+        return self._fitted().expr
+
+    def latex(self, precision: int = 4) -> str:
+        """The formula in LaTeX (floats to ``precision`` significant digits)."""
+        from kansym.symbolic.export import to_latex
+
+        return to_latex(self._fitted().expr, precision=precision)
+
+    @property
+    def warning_(self) -> str | None:
+        """Why the formula is not a verified answer, or None (see :meth:`fit`)."""
+        return self._fitted().warning

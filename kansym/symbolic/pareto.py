@@ -1,0 +1,110 @@
+"""The complexity/error Pareto front of candidate formulas (like PySR's equations table).
+
+Every formula the Occam step tried (:mod:`kansym.symbolic.occam`) and the final refined
+formula are scored on the same rows (the held-out rows when there are some) by their
+R² and normalised RMS error, and by their complexity, the number of nodes of the sympy
+expression tree (PySR's default complexity: every operator, variable and constant counts
+1; Cranmer 2023, arXiv:2305.01582, §2). A formula is on the front when no simpler one is
+at least as accurate. The chosen formula is the pipeline's answer: the lowest
+information criterion of the Occam step (BIC, Schwarz 1978), refined; it is marked
+(and listed even if some other candidate dominates it, so a user sees that too).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+import sympy
+
+from kansym.symbolic.compose import lambdify_formula
+
+__all__ = ["FrontEntry", "expression_complexity", "pareto_front"]
+
+
+def expression_complexity(expr: sympy.Expr) -> int:
+    """Nodes of the expression tree (operators, symbols and numbers count 1 each)."""
+    return sum(1 for _ in sympy.preorder_traversal(sympy.sympify(expr)))
+
+
+@dataclass(frozen=True)
+class FrontEntry:
+    """One formula of the front.
+
+    Attributes
+    ----------
+    expr : sympy.Expr
+    complexity : int
+        :func:`expression_complexity`.
+    r2 : float
+        R² on the scoring rows (``-inf`` if the formula is not finite there).
+    error : float
+        RMS residual over the std of the target, ``sqrt(1 - r2)``.
+    chosen : bool
+        The pipeline's answer.
+    dominated : bool
+        A simpler (or equally complex) formula is at least as accurate.
+    """
+
+    expr: sympy.Expr
+    complexity: int
+    r2: float
+    error: float
+    chosen: bool
+    dominated: bool = False
+
+    def to_dict(self) -> dict:
+        return {"sympy": str(self.expr), "complexity": self.complexity, "r2": self.r2,
+                "error": self.error, "chosen": self.chosen, "dominated": self.dominated}
+
+
+def _r2(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray) -> float:
+    try:
+        with np.errstate(all="ignore"):
+            pred = lambdify_formula(expr, symbols)(x)
+    except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError):
+        return -math.inf
+    if not np.all(np.isfinite(pred)):
+        return -math.inf
+    sst = float(np.sum((y - y.mean()) ** 2))
+    return 1.0 - float(np.sum((y - pred) ** 2)) / sst if sst > 0 else (1.0 if np.allclose(pred, y) else 0.0)
+
+
+def pareto_front(candidates: Iterable[sympy.Expr], chosen: sympy.Expr, symbols: Sequence[sympy.Symbol],
+                 x: np.ndarray, y: np.ndarray) -> tuple[FrontEntry, ...]:
+    """Score formulas on ``x (N, d)``, ``y (N,)`` and keep the non-dominated ones.
+
+    Parameters
+    ----------
+    candidates : iterable of sympy.Expr
+        Formulas tried (duplicates are merged).
+    chosen : sympy.Expr
+        The answer; always listed, marked ``chosen``.
+    symbols : sequence of sympy.Symbol
+        Columns of ``x``.
+
+    Returns
+    -------
+    tuple of FrontEntry
+        Sorted by complexity; each is non-dominated, except possibly the chosen one.
+    """
+    exprs = {str(chosen): chosen}
+    for e in candidates:
+        exprs.setdefault(str(e), e)
+    scored = []
+    for key, e in exprs.items():
+        r2 = _r2(e, symbols, x, y)
+        scored.append((expression_complexity(e), -r2, key, e, r2))
+    scored.sort(key=lambda t: (t[0], t[1], t[2]))
+    out, best = [], -math.inf
+    for comp, _, key, e, r2 in scored:
+        dominated = not r2 > best
+        is_chosen = key == str(chosen)
+        if not dominated or is_chosen:
+            err = math.sqrt(max(1.0 - r2, 0.0)) if math.isfinite(r2) else math.inf
+            out.append(FrontEntry(e, comp, r2, err, is_chosen, dominated))
+        if not dominated:
+            best = r2
+    return tuple(out)
