@@ -19,7 +19,7 @@ import torch
 from kansym.errors import ConfigError
 from kansym.gpt.model import KANGPT
 
-__all__ = ["reorder_heads", "restore_head_order", "head_orders"]
+__all__ = ["cluster_order", "reorder_heads", "restore_head_order", "head_orders"]
 
 
 def head_orders(model: KANGPT) -> list[list[int]]:
@@ -100,3 +100,36 @@ def restore_head_order(model: KANGPT) -> KANGPT:
             inverse[h] = s
         perms.append(inverse)
     return reorder_heads(model, perms)
+
+
+def cluster_order(similarity: torch.Tensor, method: str = "average") -> list[int]:
+    """An order of heads in which similar heads sit together.
+
+    Hierarchical clustering (scipy ``linkage``) of the distances ``1 - similarity``;
+    the order is the dendrogram's leaves with optimal leaf ordering (Bar-Joseph et al.
+    2001, Bioinformatics 17 suppl. 1).
+
+    Parameters
+    ----------
+    similarity : Tensor (H, H)
+        Symmetric, larger = more alike (e.g. an overlap matrix).
+    method : str
+        scipy linkage method.
+
+    Returns
+    -------
+    list of int
+        A permutation of ``0..H-1``.
+    """
+    from scipy.cluster.hierarchy import leaves_list, linkage, optimal_leaf_ordering
+    from scipy.spatial.distance import squareform
+
+    S = similarity.detach().double().cpu()
+    H = S.shape[0]
+    if H <= 2:
+        return list(range(H))
+    D = (1.0 - 0.5 * (S + S.T)).clamp_min(0).numpy()  # (H, H)
+    D[range(H), range(H)] = 0.0
+    condensed = squareform(D, checks=False)
+    Z = optimal_leaf_ordering(linkage(condensed, method=method), condensed)
+    return [int(h) for h in leaves_list(Z)]

@@ -14,8 +14,9 @@ from typing import Sequence
 import torch
 
 from kansym.errors import ConfigError
+from kansym.gpt.head_order import cluster_order
 from kansym.gpt.heads import (
-    attention_similarity, cluster_order, frobenius_overlap, head_importance, head_output_projections,
+    attention_similarity, frobenius_overlap, head_importance, head_output_projections,
     pair_mean, principal_overlap,
 )
 from kansym.gpt.model import KANGPT

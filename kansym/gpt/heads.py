@@ -1,5 +1,5 @@
 """Attention heads of a KAN-GPT: overlap of output projections, attention similarity,
-ablation importance, an orthogonality penalty, and exact head reordering (DESIGN.md §4).
+ablation importance and an orthogonality penalty (DESIGN.md §4; reordering: head_order.py).
 
 Per layer, the output projection of head ``h`` is ``W_O^(h)``, ``(d_head, C)``: the
 attention output is ``sum_h y_h W_O^(h)``. Two overlap measures between heads ``i, j``:
@@ -38,7 +38,7 @@ from kansym.gpt.model import KANGPT
 __all__ = [
     "OVERLAP_KINDS", "frobenius_overlap", "principal_cosines", "principal_overlap", "pair_mean",
     "head_output_projections", "change_head_basis", "attention_maps", "attention_similarity",
-    "head_importance", "ortho_penalty", "wo_sq_norm", "overlap", "overlap_summary", "cluster_order",
+    "head_importance", "ortho_penalty", "wo_sq_norm", "overlap", "overlap_summary",
 ]
 
 OVERLAP_KINDS = ("frobenius", "principal")
@@ -371,36 +371,3 @@ def head_importance(
                 handle.remove()
     model.train(was)
     return base, out
-
-
-def cluster_order(similarity: torch.Tensor, method: str = "average") -> list[int]:
-    """An order of heads in which similar heads sit together.
-
-    Hierarchical clustering (scipy ``linkage``) of the distances ``1 - similarity``;
-    the order is the dendrogram's leaves with optimal leaf ordering (Bar-Joseph et al.
-    2001, Bioinformatics 17 suppl. 1).
-
-    Parameters
-    ----------
-    similarity : Tensor (H, H)
-        Symmetric, larger = more alike (e.g. an overlap matrix).
-    method : str
-        scipy linkage method.
-
-    Returns
-    -------
-    list of int
-        A permutation of ``0..H-1``.
-    """
-    from scipy.cluster.hierarchy import leaves_list, linkage, optimal_leaf_ordering
-    from scipy.spatial.distance import squareform
-
-    S = similarity.detach().double().cpu()
-    H = S.shape[0]
-    if H <= 2:
-        return list(range(H))
-    D = (1.0 - 0.5 * (S + S.T)).clamp_min(0).numpy()  # (H, H)
-    D[range(H), range(H)] = 0.0
-    condensed = squareform(D, checks=False)
-    Z = optimal_leaf_ordering(linkage(condensed, method=method), condensed)
-    return [int(h) for h in leaves_list(Z)]

@@ -4,6 +4,7 @@
 - :func:`plot_edge` — one edge: its spline, its symbolic fit, the data under it.
 - :func:`plot_report` — the formula against the data and the model; the Pareto front.
 - :func:`plot_curves` — training and fine-tuning curves from a checkpoint's history.
+- :func:`plot_head_matrices`, :func:`plot_head_importance` — KAN-GPT attention heads.
 - :func:`save_figure` — write a figure as PNG, PDF or SVG (from the suffix), atomically.
 
 Each ``plot_*`` returns a small frozen result with the ``figure`` and what was drawn
@@ -27,7 +28,7 @@ from typing import Any
 __all__ = [
     "plot_diagram", "DiagramResult", "plot_edge", "EdgePlot", "edge_curves", "read_fits",
     "plot_report", "ReportResult", "search_front", "formula_from_record", "plot_curves", "CurvesResult",
-    "save_figure", "ensure_backend",
+    "plot_head_matrices", "plot_head_importance", "HeadPlot", "save_figure", "ensure_backend",
 ]
 
 _WHERE = {
@@ -35,6 +36,7 @@ _WHERE = {
     "plot_edge": "edges", "EdgePlot": "edges", "edge_curves": "edges", "read_fits": "edges",
     "plot_report": "report", "ReportResult": "report", "search_front": "report", "formula_from_record": "report",
     "plot_curves": "curves", "CurvesResult": "curves",
+    "plot_head_matrices": "heads", "plot_head_importance": "heads", "HeadPlot": "heads",
     "save_figure": "_mpl", "ensure_backend": "_mpl",
 }
 
