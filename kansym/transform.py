@@ -124,7 +124,7 @@ class DataTransform:
             x, y = np.log(x), np.log(y)
         if np.any(x.max(axis=0) - x.min(axis=0) <= 0):
             raise DataError("an input column is constant; drop it before fitting")
-        if np.any(y.std(axis=0) <= 0):
+        if np.any(y.max(axis=0) - y.min(axis=0) <= 0):  # not std: it underflows to 0 for |y| < 1e-162
             raise DataError("the target column is constant; there is no law to find")
         return cls(Scaler.minmax(x), Scaler.standard(y), log_space)
 
