@@ -73,8 +73,11 @@ class Scaler:
         """
         a = _as_2d(a)
         lo, hi = a.min(axis=0), a.max(axis=0)
-        scale = (hi - lo) / 2.0
-        return cls(shift=(hi + lo) / 2.0, scale=np.where(scale > 0, scale, 1.0))
+        with np.errstate(over="ignore", invalid="ignore"):
+            scale, shift = (hi - lo) / 2.0, (hi + lo) / 2.0
+        if not (np.isfinite(scale).all() and np.isfinite(shift).all()):  # |values| near 1e308
+            scale, shift = hi / 2.0 - lo / 2.0, hi / 2.0 + lo / 2.0
+        return cls(shift=shift, scale=np.where(scale > 0, scale, 1.0))
 
     @classmethod
     def standard(cls, a: np.ndarray) -> "Scaler":
@@ -92,8 +95,15 @@ class Scaler:
         Scaler
         """
         a = _as_2d(a)
-        std = a.std(axis=0)
-        return cls(shift=a.mean(axis=0), scale=np.where(std > 0, std, 1.0))
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean, std = a.mean(axis=0), a.std(axis=0)
+        spread = a.max(axis=0) > a.min(axis=0)
+        if not (np.isfinite(mean).all() and np.isfinite(std).all()) or np.any(spread & (std == 0)):
+            # the squares overflow above |a| ~ 1e154 (or underflow below ~1e-162): work in units of max|a|
+            m = np.abs(a).max(axis=0)
+            m = np.where(m > 0, m, 1.0)
+            mean, std = (a / m).mean(axis=0) * m, (a / m).std(axis=0) * m
+        return cls(shift=mean, scale=np.where(std > 0, std, 1.0))
 
     @classmethod
     def identity(cls, d: int) -> "Scaler":

@@ -136,9 +136,9 @@ def read_table(
     Raises
     ------
     DataError
-        If the file is missing, empty, not UTF-8, has duplicate column names or
-        fewer than 2 data rows, or for any reason listed in
-        :func:`read_table_from_frame`.
+        If the file is missing, empty, not UTF-8, has duplicate or empty column
+        names, a row with more fields than the header, or fewer than 2 data rows,
+        or for any reason listed in :func:`read_table_from_frame`.
     """
     path = Path(path)
     if not path.exists():
@@ -163,6 +163,11 @@ def read_table(
     rows = csv.reader(io.StringIO(text), delimiter=sep)
     header = [h.strip() for h in next(rows, [])]
     _check_duplicates(header, str(path))
+    unnamed = [i for i, h in enumerate(header) if not h]
+    if unnamed:
+        raise DataError(
+            f"column {unnamed[0] + 1} of '{path}' has no name in the header line; name every column."
+        )
     for line_no, row in enumerate(rows, start=2):
         if len(row) > len(header):
             # pandas would silently turn the extra leading field into an index
@@ -246,7 +251,7 @@ def read_table_from_frame(
         available columns), no target is given, a column is both target and
         input, a named column is not numeric, used cells are missing or
         non-finite (unless ``dropna``), fewer than 2 rows remain, every input is
-        constant, or a target is constant.
+        constant, there are no more rows than inputs, or a target is constant.
     """
     columns = [str(c) for c in df.columns]
     _check_duplicates(columns, source)
@@ -314,6 +319,12 @@ def read_table_from_frame(
             )
         x = x[:, keep]
         names = [names[i] for i in keep]
+
+    if x.shape[0] <= x.shape[1]:
+        raise DataError(
+            f"{source} has {x.shape[0]} usable row(s) for {x.shape[1]} input columns; a law in "
+            f"{x.shape[1]} variables needs more rows than inputs: add rows or name fewer inputs."
+        )
 
     for j, t in enumerate(targets):
         if np.all(y[:, j] == y[0, j]):
