@@ -237,15 +237,18 @@ def heads_command(checkpoint, text, layers, batches, metric, reorder, output, pl
     if plots is not None:
         names = ["heads_before.png", "heads_after.png"] + (["importance.png"] if text else [])
         prepare_out_dir(plots, names, force=force, protect=protect, create=False)
+    from kansym.cli.common import check_device
+
+    dev = check_device(device)
     loaded = load_gpt(checkpoint)
-    model = loaded.model
+    model = loaded.model.to(dev)
     pairs = None
     if text is not None:
         saved = loaded.checkpoint.get("train", {}).get("config")
         config = GPTTrainConfig.from_dict(saved) if saved else GPTTrainConfig(seed=seed)
         data = load_char_data(text, val_fraction=config.val_fraction, vocab=loaded.vocab)
         gen = torch.Generator().manual_seed(seed)
-        pairs = [get_batch(data.val, config.batch_size, model.config.block_size, gen) for _ in range(batches)]
+        pairs = [get_batch(data.val, config.batch_size, model.config.block_size, gen, dev) for _ in range(batches)]
     report = analyse_heads(model, pairs, list(layers) or None)
     orders = reorder_by(report, metric)
     if as_json:
