@@ -202,10 +202,11 @@ def model_options(fn):
 @click.option("--force", is_flag=True, help="Overwrite existing output files not written by kansym.")
 @click.option("--plots", default=None, type=click.Path(file_okay=False), help="Also write diagram.png, report.png and curves.png of the run in this directory.")
 @click.option("--finetune-steps", default=None, type=int, help="LBFGS steps of the fine-tuning after pruning.  [default: 20]")
+@click.option("--backend", type=click.Choice(["kan", "pysr"]), default="kan", show_default=True, help="kan: KAN pipeline; pysr: whole-formula search with PySR (pip install 'kansym[pysr]'; needs Julia), writes formula.json/.tex only.")
 @common_options
 @click.pass_context
 @run_safely
-def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, theta, space, lib, r2_threshold, out_dir, force, plots, finetune_steps, seed, device, quiet):
+def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, theta, space, lib, r2_threshold, out_dir, force, plots, finetune_steps, backend, seed, device, quiet):
     """Find the law in DATA (a CSV): train a KAN, prune it, symbolify it.
 
     Prints the formula (LaTeX) and its R², and writes OUT_DIR/model.pt,
@@ -231,6 +232,10 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
     prepare_out_dir(out, outputs, force=force, protect=protect, create=False)
     resumed, config = _load_resume(resume, config, ctx)
     table = read_table(path, target, input_names, dropna=dropna)  # notices go to the log (stderr)
+    if backend == "pysr":
+        from kansym.cli.report import fit_with_pysr
+
+        return fit_with_pysr(table, out, force=force, protect=protect, seed=seed, data=str(path))
     _check_same_columns(table, resumed, resume)
     _announce(table, config, quiet, resumed)
     try:

@@ -12,13 +12,14 @@ from kansym.symbolic.export import to_latex, to_python
 
 
 def formula_record(formula, bundle, symbolic, *, extra: dict | None = None) -> dict:
-    """The JSON record of one formula (``formula.json``)."""
+    """The JSON record of one formula (``formula.json``); ``bundle``/``symbolic`` may be None
+    (a formula found without a KAN, e.g. by the PySR backend)."""
     fid = formula.fidelity
     return {
         "format": "kansym-formula",
         "version": 1,
         "target": formula.target,
-        "inputs": list(bundle.input_names),
+        "inputs": [s.name for s in formula.symbols] if bundle is None else list(bundle.input_names),
         "sympy": str(formula.expr),
         "latex": to_latex(formula.expr),
         "python": to_python(formula.expr, list(formula.symbols), func_name=_identifier(formula.target)),
@@ -33,7 +34,7 @@ def formula_record(formula, bundle, symbolic, *, extra: dict | None = None) -> d
         "warning": formula.warning,
         "numeric_edges": list(formula.numeric_edges),
         "pareto": [e.to_dict() for e in formula.front],
-        "space": "log" if bundle.transform.log_space else "linear",
+        "space": None if bundle is None else ("log" if bundle.transform.log_space else "linear"),
         "candidates": [
             {
                 "sympy": str(c.expr),
@@ -45,11 +46,23 @@ def formula_record(formula, bundle, symbolic, *, extra: dict | None = None) -> d
             }
             for c in formula.candidates
         ],
-        "edges": [
+        "edges": [] if symbolic is None else [
             {"id": list(k), **v.to_dict()} for k, v in sorted(symbolic.edges.items())
         ],
         **(extra or {}),
     }
+
+
+def fit_with_pysr(table, out: Path, *, force: bool, protect, seed: int, data: str) -> None:
+    """``kansym fit --backend pysr``: search with PySR, verify, print, write formula.json/.tex."""
+    from kansym.cli.common import prepare_out_dir
+    from kansym.symbolic.pysr_backend import PySRConfig, discover_pysr
+
+    formula = discover_pysr(table.x, table.y[:, 0], table.input_names, table.target_names[0],
+                            PySRConfig(seed=seed), seed=seed)
+    prepare_out_dir(out, ["formula.json", "formula.tex"], force=force, protect=protect)
+    write_formula_files(out, formula_record(formula, None, None, extra={"backend": "pysr", "data": data}))
+    print_formulas([formula])
 
 
 def _identifier(name: str) -> str:
