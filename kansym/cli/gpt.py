@@ -156,7 +156,10 @@ def prune_command(checkpoint, theta, output, text, score, score_batches, relativ
     from kansym.gpt.prune import prune_gpt
     from kansym.gpt.train import estimate_loss
 
+    from kansym.cli.common import check_device
+
     setup_logging(quiet)
+    check_device(device)
     if score != "weight" and text is None:
         raise CLIError(f"--score {score} needs --text (the tokens the edges are sampled on)")
     check_output_file(output, force=force, protect=[checkpoint] + ([text] if text else []))
@@ -194,7 +197,12 @@ def edges_command(checkpoint, layer, part, top, output, force, seed, device, qui
     from kansym.gpt.checkpoint import load_gpt
     from kansym.gpt.edges import plot_edges
 
+    from kansym.cli.common import check_device
+    from kansym.plot._mpl import output_format
+
     setup_logging(quiet)
+    check_device(device)
+    output_format(output)  # an unknown image suffix is a one-line error before any work
     check_output_file(output, force=force, protect=[checkpoint])
     loaded = load_gpt(checkpoint)
     click.echo(str(plot_edges(loaded.model, layer, output, part=part, top=top)))
