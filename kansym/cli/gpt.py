@@ -203,6 +203,8 @@ def edges_command(checkpoint, layer, part, top, output, force, seed, device, qui
     setup_logging(quiet)
     check_device(device)
     output_format(output)  # an unknown image suffix is a one-line error before any work
+    if top < 1:
+        raise CLIError(f"--top must be at least 1, got {top}")
     check_output_file(output, force=force, protect=[checkpoint])
     loaded = load_gpt(checkpoint)
     click.echo(str(plot_edges(loaded.model, layer, output, part=part, top=top)))
