@@ -74,6 +74,9 @@ def setup_logging(quiet: bool) -> None:
     """Notices of the library go to stderr unless ``--quiet``."""
     logger = logging.getLogger("kansym")
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
+    for h in logger.handlers:
+        if getattr(h, "_kansym_cli", False):
+            h.setStream(sys.stderr)  # the current stderr (click's CliRunner swaps it per call)
     if not any(getattr(h, "_kansym_cli", False) for h in logger.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import click
@@ -30,8 +31,8 @@ def prune_command(checkpoint, theta, output, data, force, seed, device, quiet):
 
     setup_logging(quiet)
     check_device(device)
-    if theta < 0:
-        raise ConfigError(f"--theta must be >= 0, got {theta}")
+    if not (theta >= 0 and math.isfinite(theta)):
+        raise ConfigError(f"--theta must be a finite number >= 0, got {theta}")
     src = Path(checkpoint)
     out = Path(output) if output else src.with_name(f"{src.stem}-pruned.pt")
     check_output_file(out, force=force, protect=[src] + ([Path(data)] if data else []))

@@ -159,22 +159,26 @@ def read_table(
     if not text.strip():
         raise DataError(f"data file '{path}' is empty; it needs a header and at least 2 rows.")
 
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # Windows and classic-Mac line ends
     sep = _sniff_delimiter(text)
-    rows = csv.reader(io.StringIO(text), delimiter=sep)
-    header = [h.strip() for h in next(rows, [])]
-    _check_duplicates(header, str(path))
-    unnamed = [i for i, h in enumerate(header) if not h]
-    if unnamed:
-        raise DataError(
-            f"column {unnamed[0] + 1} of '{path}' has no name in the header line; name every column."
-        )
-    for line_no, row in enumerate(rows, start=2):
-        if len(row) > len(header):
-            # pandas would silently turn the extra leading field into an index
+    try:
+        rows = csv.reader(io.StringIO(text), delimiter=sep)
+        header = [h.strip() for h in next(rows, [])]
+        _check_duplicates(header, str(path))
+        unnamed = [i for i, h in enumerate(header) if not h]
+        if unnamed:
             raise DataError(
-                f"line {line_no} of '{path}' has {len(row)} fields but the header has "
-                f"{len(header)}; fix that row or the header."
+                f"column {unnamed[0] + 1} of '{path}' has no name in the header line; name every column."
             )
+        for line_no, row in enumerate(rows, start=2):
+            if len(row) > len(header):
+                # pandas would silently turn the extra leading field into an index
+                raise DataError(
+                    f"line {line_no} of '{path}' has {len(row)} fields but the header has "
+                    f"{len(header)}; fix that row or the header."
+                )
+    except csv.Error as exc:
+        raise DataError(f"cannot parse '{path}' as CSV ({exc}); check the delimiter and quoting.") from exc
     try:
         df = pd.read_csv(io.StringIO(text), sep=sep, skipinitialspace=True, index_col=False)
     except (pd.errors.ParserError, ValueError) as exc:
