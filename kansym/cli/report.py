@@ -22,7 +22,7 @@ def formula_record(formula, bundle, symbolic, *, extra: dict | None = None) -> d
         "inputs": [s.name for s in formula.symbols] if bundle is None else list(bundle.input_names),
         "sympy": str(formula.expr),
         "latex": to_latex(formula.expr),
-        "python": to_python(formula.expr, list(formula.symbols), func_name=_identifier(formula.target)),
+        "python": _python(formula),
         "raw_sympy": str(formula.raw),
         "r2_data": fid.r2_data,
         "r2_model": fid.r2_model,
@@ -63,6 +63,13 @@ def fit_with_pysr(table, out: Path, *, force: bool, protect, seed: int, data: st
     prepare_out_dir(out, ["formula.json", "formula.tex"], force=force, protect=protect)
     write_formula_files(out, formula_record(formula, None, None, extra={"backend": "pysr", "data": data}))
     print_formulas([formula])
+
+
+def _python(formula) -> str:
+    """Python source of the formula, or a comment saying why there is none (numeric edges)."""
+    if formula.numeric_edges:
+        return f"# no Python export: edges {', '.join(formula.numeric_edges)} fit no primitive and stay numeric\n"
+    return to_python(formula.expr, list(formula.symbols), func_name=_identifier(formula.target))
 
 
 def _identifier(name: str) -> str:

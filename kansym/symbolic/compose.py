@@ -214,7 +214,8 @@ def symbolify(
                 xv, yv = inputs[:, i], values[:, j, i]
                 small = yv.std() <= constant_tol * max(float(node_std[j]), 1e-12)
                 lib = constant_lib if small else library
-                fit, cands = select_edge_fit(xv, yv, lib, r2_threshold=r2_threshold)
+                # exhaustive: every candidate refined, so the Occam step can weigh accurate alternatives
+                fit, cands = select_edge_fit(xv, yv, lib, r2_threshold=r2_threshold, exhaustive=True)
                 candidates[(layer, i, j)] = cands
                 if fit.primitive != "0" and fit.r2 < min_r2:
                     log.warning("edge %d:%d->%d fits no primitive (best: %s, R² = %.4f < %g); kept numeric",

@@ -101,7 +101,9 @@ def simplify_edges(
     First the all-linear network is tried; then edges are visited from the most to
     the least complex primitive and, for each, the simpler candidates (per-edge R² at
     least ``min_r2``) are tried from the simplest up; the first whose refit formula
-    has a BIC no larger than the current one replaces the current edge.
+    has a BIC no larger than the current one replaces the current edge. Last, each
+    edge's candidates that explain it at least twice as well (``1 - r2`` halved) are
+    tried, most accurate first, and kept on a BIC no larger (the upgrade pass).
 
     Parameters
     ----------
@@ -187,6 +189,29 @@ def simplify_edges(
             record(trial, t_expr, t_err, ok)
             if ok:
                 log.info("simplified: edge %d:%d->%d %s -> %s (normalised error %.3g -> %.3g)", *edge, current.primitive, alt.primitive, err, t_err)
+                sym, expr, err = trial, t_expr, t_err
+                break
+    # Upgrade pass: a primitive chosen because it cleared the per-edge threshold first may
+    # only approximate the edge (x^2 for a Gaussian bump on one side of its peak); more
+    # complex candidates at least twice as accurate on the edge are tried, and kept
+    # when the whole formula's BIC improves.
+    for edge in order:
+        current = sym.edges[edge]
+        gap = 1.0 - current.r2 if np.isfinite(current.r2) else 1.0
+        if gap <= floor**2:
+            continue
+        upgrades = [c for c in candidates.get(edge, ())
+                    if c.primitive != current.primitive and np.isfinite(c.r2) and 1.0 - c.r2 <= 0.5 * gap]
+        for alt in sorted(upgrades, key=lambda c: (-c.r2, c.complexity))[:max_alternatives]:
+            if time.perf_counter() > deadline:
+                log.info("simplification stopped after %.0f s (time budget)", time_budget)
+                return sym, tried
+            trial = replace(sym, edges={**sym.edges, edge: alt})
+            t_expr, t_err = evaluate(trial)
+            ok = better(t_expr, t_err)
+            record(trial, t_expr, t_err, ok)
+            if ok:
+                log.info("upgraded: edge %d:%d->%d %s -> %s (normalised error %.3g -> %.3g)", *edge, current.primitive, alt.primitive, err, t_err)
                 sym, expr, err = trial, t_expr, t_err
                 break
     return sym, tried

@@ -1,0 +1,97 @@
+"""Every reported formula is verified (issue 3, acceptance 3).
+
+Its R² on held-out rows is printed next to it, and a formula whose R² is more than 0.01
+below the model's is never presented without a warning (CLI and estimator).
+"""
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+import sympy
+from click.testing import CliRunner
+
+from kansym.cli.main import cli
+from kansym.cli.report import print_formulas
+from kansym.pipeline import DiscoverConfig, Formula, discover, split_holdout
+from kansym.symbolic.pareto import pareto_front
+from kansym.symbolic.verify import Fidelity
+from kansym.train.fit import TrainConfig
+
+X1 = sympy.Symbol("x1", real=True)
+
+
+def _formula(expr, r2_test, r2_model_test, n_test=200):
+    fid = Fidelity(r2_test, math.nan, 0.0, 0.0)
+    return Formula(expr=expr, raw=expr, symbols=(X1,), fidelity=fid, target="y",
+                   r2_test=r2_test, r2_model_test=r2_model_test, n_test=n_test)
+
+
+def test_warning_rule():
+    assert _formula(X1, 0.995, 0.999).warning is None  # 0.004 below the model: fine
+    w = _formula(X1, 0.98, 0.9995).warning
+    assert "below the model's (0.9995) by more than 0.01" in w
+    assert _formula(X1, math.nan, 0.9995).warning is not None
+
+
+def test_cli_prints_held_out_r2_next_to_formula_and_the_warning(capsys):
+    print_formulas([_formula(2 * X1, 0.97, 0.999, n_test=150)], front=False)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "y = 2 x_{1}" and out[1] == "sympy: 2*x1"
+    assert out[2].startswith("R² (held-out, 150 rows) = 0.970000   model R² (held-out, 150 rows) = 0.999000")
+    assert out[3].startswith("WARNING: not a verified answer: the formula's R² (0.9700) is below the model's")
+    print_formulas([_formula(2 * X1, 0.9999, 0.99995)], front=False)
+    assert "WARNING" not in capsys.readouterr().out
+
+
+def test_holdout_split_is_seeded_and_disjoint():
+    fit, test = split_holdout(1000, 0.2, seed=3)
+    assert test.size == 200 and fit.size == 800 and not set(fit) & set(test)
+    assert np.array_equal(test, split_holdout(1000, 0.2, seed=3)[1])
+    assert split_holdout(30, 0.2, seed=0)[1] is None  # too few rows to hold any out
+
+
+def test_pareto_front_marks_the_chosen_formula():
+    x = np.linspace(1, 2, 50)[:, None]
+    y = 3 * x[:, 0] ** 2
+    front = pareto_front([X1, 3 * X1**2 + 0 * X1, 3.0 * X1**2 + 0.001 * X1**3], 3 * X1**2, [X1], x, y)
+    assert [(e.chosen, e.r2 == pytest.approx(1.0)) for e in front] == [(False, False), (True, True)]
+    assert front[0].complexity < front[1].complexity
+
+
+@pytest.fixture(scope="module")
+def hello_checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ckpt") / "m.pt"
+    result = CliRunner().invoke(cli, ["train", "--example", "hello", "-o", str(path), "-q", "--steps", "6"])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def test_symbolify_with_a_too_small_library_warns(hello_checkpoint, tmp_path):
+    # exp(sin(pi x1) + x2^2) with straight lines only: no edge is a line, so the edges stay
+    # numeric and the formula is flagged, not presented as a closed form
+    out, py = tmp_path / "f.json", tmp_path / "f.py"
+    result = CliRunner().invoke(cli, ["symbolify", str(hello_checkpoint), "--lib", "x", "--json", str(out),
+                                      "--python", str(py), "-q"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    r2_line = next(i for i, l in enumerate(lines) if l.startswith("R² ("))
+    assert lines[r2_line + 1].startswith("WARNING: not a verified answer")
+    record = json.loads(out.read_text())
+    assert "fit no primitive and stay numeric" in record["warning"] and record["numeric_edges"]
+    assert py.read_text().startswith("# no Python export")
+    assert "Pareto front" in result.stdout and sum(e["chosen"] for e in record["pareto"]) == 1
+
+
+def test_estimator_warns_on_an_unverified_formula():
+    from kansym import KANRegressor
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (400, 2))
+    y = np.exp(np.sin(np.pi * x[:, 0]) + x[:, 1] ** 2)
+    est = KANRegressor(library=["x"], min_edge_r2=0.0, steps=6, seed=0)  # lines forced on every edge
+    with pytest.warns(UserWarning, match="below the model's"):
+        est.fit(x, y)
+    assert est.warning_ and est.formula_.r2_test < est.formula_.r2_model_test - 0.01
