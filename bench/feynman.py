@@ -129,11 +129,13 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         "recovered": recovered and seconds <= args.time_limit,
         "formula": str(formula.expr),
         "r2_test": r2_test,
-        "r2_model": formula.fidelity.r2_model,
+        "r2_model_test": formula.r2_model_test,  # the model's R² on the pipeline's own held-out rows
+        "warning": formula.warning,
         "complexity": int(sympy.count_ops(formula.expr)),
         "seconds": round(seconds, 2),
         "seconds_by_stage": {k: round(v, 2) for k, v in result.seconds.items()},
         "width_pruned": list(result.prune_result.model.width),
+        "runs": result.seconds.get("runs", 1),
         "space": result.pruned.meta.get("space"),
         "timed_out": seconds > args.time_limit,
     }
