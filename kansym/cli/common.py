@@ -32,7 +32,7 @@ def run_safely(fn: Callable) -> Callable:
         try:
             return fn(*args, **kwargs)
         except KansymError as exc:
-            raise CLIError(str(exc)) from exc
+            raise CLIError(" ".join(str(exc).split())) from exc  # one line, whatever the library said
         except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
             raise CLIError(f"{exc.strerror}: {exc.filename}") from exc
 

@@ -126,5 +126,9 @@ class ModelBundle:
                 y_cal=data["y_cal"].numpy(),
                 meta=dict(data.get("meta", {})),
             )
-        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as exc:
-            raise CheckpointError(f"{path} is not a complete kansym KAN checkpoint ({type(exc).__name__}: {exc})") from exc
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as exc:
+            detail = " ".join(str(exc).split())  # torch's messages span many lines
+            detail = detail if len(detail) <= 160 else detail[:157] + "..."
+            raise CheckpointError(
+                f"'{path}' is not a complete kansym KAN checkpoint ({type(exc).__name__}: {detail}); re-create it"
+            ) from exc
