@@ -2,7 +2,9 @@
 
 For each (batch, width) the script builds, in one process:
 
-- ``kansym``: :class:`kansym.nn.KANLayer` (width -> width, grid G, order k);
+- ``kansym``: :class:`kansym.nn.KANLayer` (width -> width, grid G, order k), eager;
+- ``kansym-compiled``: the same layer after :func:`kansym.nn.fast.compile_kernels`
+  (the basis fused by ``torch.compile``; the first call compiles, in the warm-up);
 - ``pykan``: pykan 0.2.8's ``kan.KANLayer`` (its forward returns four tensors; the
   first is the output), skipped where its ``(batch, out, in)`` tensors would exceed
   ``--pykan-max`` elements (it keeps several of them; minutes and gigabytes);
@@ -13,7 +15,9 @@ For each (batch, width) the script builds, in one process:
   (``G + k`` basis values and one residual value per input feature), with nothing else;
 - ``linear``: a plain ``nn.Linear(in, out)`` on the raw input.
 
-Time: forward (in grad mode) and forward+backward (``out.backward(g)`` with a fixed
+Time: CPU time of the calling thread (``--clock thread``, the default, with one torch
+thread: time the process spends waiting for the CPU on a shared machine is not
+counted) or wall time (``--clock wall``), of forward (in grad mode) and forward+backward (``out.backward(g)`` with a fixed
 random ``g``), medians (and the minimum of fwd+bwd) over interleaved repeats (every implementation once per
 round, so load from other processes hits all alike); ``bwd = fwd+bwd - fwd``.
 Parameter gradients are reset to ``None`` before each step.
@@ -53,19 +57,20 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kansym.nn import KANLayer  # noqa: E402
+from kansym.nn import fast  # noqa: E402
 
 DEFAULT_SIZES = (
     "256x64,1024x64,4096x64,16384x64,65536x64,"
     "1024x16,65536x16,1024x128,1024x256,1024x512,4096x256"
 )
-IMPLS = ("kansym", "pykan", "inkan", "dense", "linear")
+IMPLS = ("kansym", "kansym-compiled", "pykan", "inkan", "dense", "linear")
 
 
 def build(name: str, batch: int, width: int, grid: int, order: int, args) -> tuple[nn.Module, torch.Tensor] | None:
     """The module and the input tensor of one implementation, or None when skipped."""
     gen = torch.Generator().manual_seed(0)
     x = torch.rand(batch, width, generator=gen) * 2 - 1
-    if name == "kansym":
+    if name in ("kansym", "kansym-compiled"):
         return KANLayer(width, width, grid, order, generator=gen), x
     if name == "pykan":
         if batch * width * width > args.pykan_max:
@@ -100,6 +105,7 @@ def build(name: str, batch: int, width: int, grid: int, order: int, args) -> tup
 
 
 def step(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, backward: bool) -> None:
+    fast.compile_kernels(getattr(module, "_bench_compiled", False))
     for p in module.parameters():
         p.grad = None
     if x.grad is not None:
@@ -109,10 +115,13 @@ def step(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, backward: bool)
         out.backward(grad)
 
 
+CLOCK = time.perf_counter
+
+
 def timed(module, x, grad, backward) -> float:
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     step(module, x, grad, backward)
-    return time.perf_counter() - t0
+    return CLOCK() - t0
 
 
 def peak_bytes(module: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> int:
@@ -145,6 +154,7 @@ def run_case(batch: int, width: int, input_grad: bool, args) -> list[dict]:
         if made is not None:
             module, x = made
             x = x.detach().requires_grad_(input_grad)
+            module._bench_compiled = name == "kansym-compiled"
             grad = torch.randn(batch, width, generator=torch.Generator().manual_seed(1))
             built[name] = (module, x, grad)
     # warm up and choose the number of rounds from the slowest implementation
@@ -217,8 +227,18 @@ def main(argv=None) -> int:
     parser.add_argument("--pykan-max", type=int, default=2**24, help="largest batch*in*out run through pykan")
     parser.add_argument("--inkan-compile", action="store_true", help="inkan with its torch.compile basis")
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument(
+        "--clock",
+        choices=("thread", "wall"),
+        default="thread",
+        help="thread: CPU time of the calling thread (robust on a shared machine; needs --threads 1)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    global CLOCK
+    if args.clock == "thread" and args.threads != 1:
+        parser.error("--clock thread measures one thread: use --threads 1 or --clock wall")
+    CLOCK = time.thread_time if args.clock == "thread" else time.perf_counter
     args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     sizes = [tuple(int(v) for v in s.lower().split("x")) for s in args.sizes.split(",") if s.strip()]
     grads = {"yes": [True], "no": [False], "both": [True, False]}[args.input_grad]

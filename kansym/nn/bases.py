@@ -19,13 +19,10 @@ Bases (``K`` functions per edge, see :func:`n_basis`):
 - ``rbf``: Gaussians ``exp(-((x - c_m) / h)^2)`` on ``G + 1`` evenly spaced centres of
   ``grid_range``, ``h`` their spacing (``K = G + 1``); as in FastKAN (Li 2024,
   arXiv:2405.06721), which shows they approximate cubic B-splines.
-- ``bspline``: B-splines of order ``k`` on a fixed uniform grid of ``G`` intervals
-  extended by ``k`` knots each side (``K = G + k``), the same functions as
-  :class:`kansym.nn.layer.KANLayer` on its initial grid (Liu et al. 2024, eq. 2.10),
-  evaluated locally: only the ``k + 1`` bases that are nonzero at ``x`` are computed
-  (de Boor's recursion on uniform knots) and the derivative is the closed form
-  ``B'_{i,k} = (B_{i,k-1} - B_{i+1,k-1}) / h`` (de Boor 1978), in a custom autograd
-  function. For grids that adapt to data (``update_grid``), use ``KANLayer``.
+- ``bspline``: B-splines of order ``k`` on a uniform grid of ``G`` intervals extended
+  by ``k`` knots each side (``K = G + k``): :class:`kansym.nn.layer.KANLayer` itself
+  (Liu et al. 2024, eq. 2.10), with its closed-form fast path and custom backward
+  (:mod:`kansym.nn.fast`) and its grid buffer (``update_grid`` works too).
 
 Use :func:`make_kan_layer` to build any of them by name.
 """
@@ -39,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from kansym.errors import ConfigError
+from kansym.nn.layer import KANLayer
 
 __all__ = [
     "BASES",
@@ -239,91 +237,54 @@ class RBFKANLayer(BasisKANLayer):
         return torch.exp(-z * z)
 
 
-def _local_bspline_matrix(order: int) -> torch.Tensor:
-    """``M (k + 1, k + 1)``: ``[1, u, .., u^k] @ M`` are the ``k + 1`` uniform B-splines ``B_{j-r}``
-    nonzero on knot interval ``j`` at local coordinate ``u`` (column ``r``).
+class BSplineKANLayer(KANLayer):
+    """:class:`kansym.nn.layer.KANLayer` with the constructor of the other bases (``degree`` = spline order).
 
-    Built from de Boor's recursion on uniform knots, evaluated at ``k + 1`` points and
-    solved for the polynomial coefficients in float64.
-    """
-    u = torch.linspace(0.0, 1.0, order + 1, dtype=torch.float64) if order else torch.zeros(1, dtype=torch.float64)
-    b = [torch.ones_like(u)]
-    for p in range(1, order + 1):
-        prev, b = b, []
-        for r in range(p + 1):
-            term = (u + r) * prev[r] if r < p else torch.zeros_like(u)
-            if r >= 1:
-                term = term + (p + 1 - r - u) * prev[r - 1]
-            b.append(term / p)
-    values = torch.stack(b, dim=-1)  # (k + 1 points, k + 1 bases)
-    vander = u[:, None] ** torch.arange(order + 1, dtype=torch.float64)  # (k + 1, k + 1)
-    return torch.linalg.solve(vander, values)
-
-
-def _horner(coef: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """``sum_p coef[p] u^p`` for every column of ``coef (P, m)`` at ``u (..., 1)``: ``(..., m)``."""
-    acc = coef[-1].expand(*u.shape[:-1], coef.shape[-1])
-    for p in range(coef.shape[0] - 2, -1, -1):
-        acc = torch.addcmul(coef[p], acc, u)
-    return acc
-
-
-class _UniformBSpline(torch.autograd.Function):
-    """Dense B-spline basis on a uniform extended grid, with an analytic backward.
-
-    Only the ``k + 1`` bases ``B_{j-r}``, ``r = 0..k``, nonzero on the knot interval ``j``
-    holding ``x`` are computed (a polynomial in the local coordinate ``u``), then
-    scattered into the dense ``(N, in, G + k)`` basis; the derivative is the same
-    polynomial differentiated, divided by the knot step ``h``.
-    """
-
-    @staticmethod
-    def forward(ctx, x, low, h, grid_size, order, matrix):  # x: (N, in), matrix: (k + 1, k + 1)
-        n_int = grid_size + 2 * order  # intervals of the extended grid
-        s = (x - (low - order * h)) / h  # position in knot units (N, in)
-        inside = ((s >= 0) & (s < n_int)).to(x.dtype).unsqueeze(-1)  # (N, in, 1)
-        j = s.floor().clamp(0, n_int - 1)
-        u = (s - j).unsqueeze(-1)  # local coordinate in [0, 1) (N, in, 1)
-        # padded column j + k - r holds B_{j-r}; columns k .. k + G + k - 1 are the real bases
-        idx = (j.long() + order).unsqueeze(-1) - torch.arange(order + 1, device=x.device)  # (N, in, k + 1)
-        vals = _horner(matrix, u) * inside  # (N, in, k + 1)
-        padded = torch.zeros(*x.shape, n_int + order, dtype=x.dtype, device=x.device).scatter_(-1, idx, vals)
-        if ctx.needs_input_grad[0]:
-            ctx.save_for_backward(idx, u, inside, matrix)
-            ctx.h = h
-        return padded[..., order : grid_size + 2 * order]  # (N, in, G + k)
-
-    @staticmethod
-    def backward(ctx, grad):  # grad: (N, in, G + k)
-        idx, u, inside, matrix = ctx.saved_tensors
-        k = matrix.shape[0] - 1
-        if k == 0:
-            return torch.zeros_like(grad[..., 0]), None, None, None, None, None
-        steps = torch.arange(1, k + 1, dtype=matrix.dtype, device=matrix.device)
-        deriv = _horner(matrix[1:] * steps[:, None], u) * (inside / ctx.h)  # (N, in, k + 1)
-        padded = F.pad(grad, (k, k))  # (N, in, G + 3k)
-        grad_x = (padded.gather(-1, idx) * deriv).sum(-1)  # (N, in)
-        return grad_x, None, None, None, None, None
-
-
-class BSplineKANLayer(BasisKANLayer):
-    """KAN layer on B-splines of order ``degree`` over a fixed uniform grid (fast local evaluation).
-
-    Equals :class:`kansym.nn.layer.KANLayer`'s basis on the same uniform grid
-    (``bspline_basis(x, make_grid(low, high, G, k), k)``) to rounding.
+    The same layer as KAN models use (one implementation: closed-form uniform-grid fast
+    path, Cox–de Boor after a grid update, see :mod:`kansym.nn.fast`), initialised like
+    :class:`BasisKANLayer`: coefficients uniform in ``±scale_noise / (2 K)``, ``w_b`` in
+    ``±scale_base_sigma / sqrt(in)``, ``w_s = scale_sp / sqrt(in)``.
     """
 
     basis_name = "bspline"
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        low, high = self.grid_range
-        self.step = (high - low) / self.grid_size
-        self.register_buffer("local_matrix", _local_bspline_matrix(self.degree), persistent=False)
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        grid_size: int = 5,
+        degree: int = 3,
+        *,
+        grid_range: tuple[float, float] = (-1.0, 1.0),
+        scale_noise: float = 0.1,
+        scale_base_sigma: float = 1.0,
+        scale_sp: float = 1.0,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        if in_features < 1 or out_features < 1:
+            raise ConfigError(f"a KAN layer needs at least one input and output, got {in_features}->{out_features}")
+        if grid_size < 1 or degree < 0:
+            raise ConfigError(f"grid_size must be >= 1 and degree >= 0, got {grid_size} and {degree}")
+        k = n_basis("bspline", grid_size, degree)
+        super().__init__(
+            in_features,
+            out_features,
+            grid_size,
+            degree,
+            grid_range=grid_range,
+            scale_noise=scale_noise * grid_size / k,  # KANLayer divides by G, the other bases by K
+            scale_base_sigma=scale_base_sigma,
+            scale_sp=scale_sp,
+            generator=generator,
+        )
+        self.degree = degree
+        self.grid_range = (float(grid_range[0]), float(grid_range[1]))
 
-    def basis(self, x: torch.Tensor) -> torch.Tensor:
-        matrix = self.local_matrix.to(x.dtype)
-        return _UniformBSpline.apply(x, self.grid_range[0], self.step, self.grid_size, self.degree, matrix)
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"basis={self.basis_name}, grid_size={self.grid_size}, degree={self.degree}"
+        )
 
 
 _LAYERS = {
@@ -360,8 +321,7 @@ def make_kan_layer(
     -------
     BasisKANLayer
         With ``coef``, ``scale_base``, ``scale_sp`` and ``mask``; ``(..., in) -> (..., out)``.
-        ``bspline`` gives a :class:`BSplineKANLayer` on a fixed uniform grid; for a grid
-        that adapts to data use :class:`kansym.nn.layer.KANLayer`.
+        ``bspline`` gives a :class:`BSplineKANLayer`, a :class:`kansym.nn.layer.KANLayer`.
 
     Raises
     ------

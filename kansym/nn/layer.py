@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kansym.nn.spline import bspline_basis, coef_to_curve, curve_to_coef, grid_from_samples, make_grid
+from kansym.nn.fast import SplinePlan, kan_linear, make_plan, spline_basis
+from kansym.nn.spline import coef_to_curve, curve_to_coef, grid_from_samples, make_grid
 
 __all__ = ["KANLayer"]
 
@@ -62,8 +63,13 @@ class KANLayer(nn.Module):
     Notes
     -----
     The layer accepts any leading dimensions: ``(..., in) -> (..., out)``. The hot path
-    evaluates the basis once per input feature and contracts it with the weights in one
-    matmul; the ``(batch, out, in)`` edge tensor is built only by :meth:`edge_outputs`.
+    (:mod:`kansym.nn.fast`) evaluates the basis once per input feature, in closed form
+    while every feature's knots are uniform (as built, and after :func:`make_grid`-style
+    grids) and by the Cox–de Boor recursion otherwise (after :meth:`update_grid`), then
+    contracts it with the weights in one matmul, with a custom backward that saves only
+    the input and the basis. The ``(batch, out, in)`` edge tensor is built only by
+    :meth:`edge_outputs`. Which path applies is decided once per change of ``grid``
+    (one host sync), so grids assigned or edited in place are picked up.
     """
 
     def __init__(
@@ -96,6 +102,32 @@ class KANLayer(nn.Module):
         unit = torch.rand(out_features, in_features, generator=generator) * 2 - 1
         self.scale_base = nn.Parameter((scale_base_mu + scale_base_sigma * unit) / math.sqrt(in_features))
         self.scale_sp = nn.Parameter(torch.full((out_features, in_features), scale_sp / math.sqrt(in_features)))
+        self._plan_key: tuple | None = None
+        self._plan: SplinePlan | None = None
+        self.force_reference = False  # evaluate by Cox–de Boor even on uniform grids (tests, debugging)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+        # checkpoints of KAN-GPT's former fixed-grid layer carry no grid: keep the uniform one built from grid_range
+        if prefix + "grid" not in state_dict and prefix + "coef" in state_dict:
+            state_dict[prefix + "grid"] = self.grid.detach().clone()
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+
+    def plan(self) -> SplinePlan:
+        """The evaluation plan of the current grid (see :func:`kansym.nn.fast.make_plan`)."""
+        grid = self.grid
+        key = (grid.data_ptr(), grid._version, grid.dtype, grid.device, tuple(grid.shape), self.force_reference)
+        if key != self._plan_key:
+            self._plan = make_plan(grid, self.spline_order, force_reference=self.force_reference)
+            self._plan_key = key
+        return self._plan
+
+    def basis(self, x: torch.Tensor) -> torch.Tensor:
+        """B-spline basis of every input feature: ``(N, in) -> (N, in, G + k)``.
+
+        Equal to :func:`kansym.nn.spline.bspline_basis` on ``self.grid`` to rounding, and
+        differentiable in ``x`` (analytic derivative).
+        """
+        return spline_basis(x, self.plan())
 
     def extra_repr(self) -> str:
         return (
@@ -110,10 +142,9 @@ class KANLayer(nn.Module):
         """Node outputs ``sum_i phi_ji(x_i)``: ``(..., in) -> (..., out)``."""
         lead = x.shape[:-1]
         x = x.reshape(-1, self.in_features)  # (N, in)
-        base = F.linear(_base(self.base_fun, x), self.scale_base * self.mask)  # (N, out)
-        basis = bspline_basis(x, self.grid, self.spline_order)  # (N, in, G + k)
-        weight = self._spline_weight().reshape(self.out_features, -1)  # (out, in * (G + k))
-        out = base + basis.reshape(x.shape[0], -1) @ weight.T  # (N, out)
+        plan = self.plan()
+        with_base = self.base_fun == "silu"
+        out = kan_linear(x, self.coef, self.scale_base, self.scale_sp, self.mask, plan, with_base=with_base)  # (N, out)
         return out.reshape(*lead, self.out_features)
 
     def edge_outputs(self, x: torch.Tensor) -> torch.Tensor:
@@ -129,7 +160,7 @@ class KANLayer(nn.Module):
             ``phi_ji(x_i)``; summing over the last axis gives :meth:`forward`.
         """
         base = _base(self.base_fun, x).unsqueeze(1) * (self.scale_base * self.mask)  # (batch, out, in)
-        basis = bspline_basis(x, self.grid, self.spline_order)  # (batch, in, G + k)
+        basis = self.basis(x)  # (batch, in, G + k)
         spline = torch.einsum("bik,oik->boi", basis, self._spline_weight())
         return base + spline
 
