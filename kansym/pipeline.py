@@ -442,17 +442,34 @@ def discover(
         x_train, y_train = x[sub], y[sub]
     data = (x, y, x_test, y_test, x_train, y_train)
     runs = []
-    if resume is None and config.shortcut and config.hidden and _is_additive(x_train, y_train, config):
-        short = _discover_once(data, input_names, output_names, config.replace(hidden=()), progress, None)
+    # A resumed run continues the stage it was interrupted in; the stages before it are
+    # deterministic and run again, so the result equals the uninterrupted one.
+    stage = resume.meta.get("resume", {}).get("stage", "main") if resume is not None else None
+    if config.shortcut and config.hidden and _is_additive(x_train, y_train, config):
+        short = _resumable_stage(
+            "shortcut", config, data, input_names, output_names, config.replace(hidden=()), progress,
+            resume if stage == "shortcut" else None,
+        )
         f = short.formulas[0]
         if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= SHORTCUT_R2):
             return replace(short, seconds={**short.seconds, "runs": 1})
         log.info("additive shortcut gave R² %.6g; training the hidden layer too", f.r2_test)
         runs.append(short)
-    runs.append(_discover_once(data, input_names, output_names, config, progress, resume))
+    runs.append(_resumable_stage("main", config, data, input_names, output_names, config, progress,
+                                 resume if stage != "shortcut" else None))
     best = max(runs, key=lambda d: (round(_score(d.formulas[0]), 6), -expression_complexity(d.formulas[0].expr)))
     seconds = {k: sum(d.seconds.get(k, 0.0) for d in runs) for k in runs[-1].seconds}
     return replace(best, seconds={**seconds, "runs": len(runs)})
+
+
+def _resumable_stage(stage, outer, data, input_names, output_names, config, progress, resume) -> Discovery:
+    """``_discover_once``; on Ctrl-C the resumable bundle records the stage and the whole run's config."""
+    try:
+        return _discover_once(data, input_names, output_names, config, progress, resume)
+    except FitInterrupted as stop:
+        if getattr(stop, "bundle", None) is not None:
+            stop.bundle.meta["resume"].update(stage=stage, discover_config=outer.to_dict())
+        raise
 
 
 def _score(f: Formula) -> float:

@@ -24,10 +24,10 @@ from kansym.io.bundle import ModelBundle
 fit_module = importlib.import_module("kansym.train.fit")
 
 
-def _csv(path, n=300, seed=0):
+def _csv(path, n=300, seed=0, additive=False):
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, (n, 2))
-    f = np.exp(np.sin(np.pi * x[:, 0]) + x[:, 1] ** 2)
+    f = np.sin(np.pi * x[:, 0]) + x[:, 1] ** 2 if additive else np.exp(np.sin(np.pi * x[:, 0]) + x[:, 1] ** 2)
     path.write_text("x1,x2,f\n" + "".join(f"{a:.17g},{b:.17g},{c:.17g}\n" for a, b, c in zip(x[:, 0], x[:, 1], f)))
     return path
 
@@ -96,8 +96,10 @@ class _CtrlC:
         return self.real(*args, **kwargs)
 
 
-def test_ctrl_c_during_fit_then_resume_gives_the_same_formula(tmp_path, monkeypatch):
-    data = _csv(tmp_path / "d.csv", n=150)
+@pytest.mark.parametrize("additive, stage", [(False, "main"), (True, "shortcut")])
+def test_ctrl_c_during_fit_then_resume_gives_the_same_formula(tmp_path, monkeypatch, additive, stage):
+    # an additive law is first tried without a hidden layer (discover's shortcut stage)
+    data = _csv(tmp_path / "d.csv", n=150, additive=additive)
     opts = ["-t", "f", "--steps", "8", "--hidden", "2", "--finetune-steps", "2", "-q"]
     runner = CliRunner()
     straight = runner.invoke(cli, ["fit", str(data), *opts, "-o", str(tmp_path / "s")])
@@ -110,14 +112,16 @@ def test_ctrl_c_during_fit_then_resume_gives_the_same_formula(tmp_path, monkeypa
     ckpt = tmp_path / "r" / "interrupted.pt"
     assert f"saved a resumable checkpoint to {ckpt}" in stopped.stderr
     assert not (tmp_path / "r" / "model.pt").exists()
-    done = ModelBundle.load(ckpt).meta["resume"]["fit_state"]["step"]
+    saved = ModelBundle.load(ckpt).meta["resume"]
+    done = saved["fit_state"]["step"]
+    assert saved["stage"] == stage
     assert 1 <= done < 8
 
     # options that shape training cannot change on resume
     bad = runner.invoke(cli, ["fit", str(data), *opts, "--lamb", "0.5", "-o", str(tmp_path / "r"), "--resume", str(ckpt)])
     assert bad.exit_code == 2 and "cannot resume with --lamb 0.5" in bad.stderr, bad.output
     other = tmp_path / "other.csv"
-    _csv(other, n=150, seed=1)
+    _csv(other, n=150, seed=1, additive=additive)
     bad = runner.invoke(cli, ["fit", str(other), *opts, "-o", str(tmp_path / "r"), "--resume", str(ckpt)])
     assert bad.exit_code == 2 and "data differ" in bad.stderr, bad.output
 
