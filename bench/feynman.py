@@ -16,8 +16,9 @@ For each equation of a CSV in the format of ``shared/data/feynman/equations.csv`
 
 Each equation runs in its own process with one torch thread, ``--jobs`` at a time; an
 equation whose discovery exceeds ``--time-limit`` seconds is stopped and counts as not
-recovered. One JSON line per equation goes to stdout (and ``--out``), then a Markdown
-summary (also to ``--summary``)::
+recovered. With ``--peer pykan``, pykan's documented workflow (:func:`run_pykan`) runs on
+the same rows under the same limit. One JSON line per equation (and method) goes to
+stdout (and ``--out``), then a Markdown summary (also to ``--summary``)::
 
     python bench/feynman.py --equations ../shared/data/feynman/equations.csv \\
         --ids I.12.1,I.14.3 --time-limit 120 --jobs 1 --out feynman.jsonl
@@ -135,17 +136,64 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         "seconds": round(seconds, 2),
         "seconds_by_stage": {k: round(v, 2) for k, v in result.seconds.items()},
         "width_pruned": list(result.prune_result.model.width),
-        "runs": result.seconds.get("runs", 1),
+        "runs": result.runs,
         "space": result.pruned.meta.get("space"),
         "timed_out": seconds > args.time_limit,
     }
 
 
-def _worker(eq: Equation, args: argparse.Namespace, conn) -> None:
+PYKAN_LIB = ["x", "x^2", "x^3", "x^4", "exp", "log", "sqrt", "tanh", "sin", "abs"]
+
+
+def run_pykan(eq: Equation, args: argparse.Namespace) -> dict:
+    """pykan's documented workflow (README / hellokan.ipynb of pykan 0.2.x) on the same rows:
+    KAN([d, 5, 1], grid 3, k 3) -> fit(LBFGS, 50 steps, lamb 1e-3) -> prune -> fit -> refine(10)
+    -> fit -> auto_symbolic(its library) -> fit -> symbolic_formula, rounded to 4 digits."""
+    import os
+    import tempfile
+
+    import torch
+    from kan import KAN
+    from kan.utils import ex_round
+
+    from kansym.symbolic.verify import is_exact_recovery, r2_score
+
+    torch.set_num_threads(1)
+    os.chdir(tempfile.mkdtemp(prefix="pykan-"))  # pykan writes checkpoints to ./model
+    rng = np.random.default_rng([args.seed, eq.index])
+    x, y = eq.sample(args.rows, rng)
+    x_test, y_test = eq.sample(args.test_rows, rng)
+    if args.noise > 0:
+        y = y + rng.normal(0.0, args.noise * float(np.sqrt(np.mean(y**2))), size=y.shape)
+    t = lambda a: torch.tensor(a, dtype=torch.float32)  # noqa: E731
+    dataset = {"train_input": t(x), "train_label": t(y[:, None]), "test_input": t(x_test), "test_label": t(y_test[:, None])}
+    t0 = time.perf_counter()
+    model = KAN(width=[len(eq.names), 5, 1], grid=3, k=3, seed=args.seed, auto_save=False)
+    model.fit(dataset, opt="LBFGS", steps=50, lamb=0.001, log=10**9)
+    model = model.prune()
+    model.fit(dataset, opt="LBFGS", steps=50, log=10**9)
+    model = model.refine(10)
+    model.fit(dataset, opt="LBFGS", steps=50, log=10**9)
+    model.auto_symbolic(lib=PYKAN_LIB, verbose=0)
+    model.fit(dataset, opt="LBFGS", steps=50, log=10**9)
+    expr = ex_round(model.symbolic_formula(var=list(eq.names))[0][0], 4)
+    seconds = time.perf_counter() - t0
+    syms = sympy.symbols(eq.names, real=True, seq=True)
+    expr = expr.xreplace({s: next(v for v in syms if v.name == s.name) for s in expr.free_symbols})
+    with np.errstate(all="ignore"):
+        pred = np.broadcast_to(np.asarray(sympy.lambdify(syms, expr, "numpy")(*x_test.T), dtype=float), y_test.shape)
+    r2_test = r2_score(y_test, pred) if np.all(np.isfinite(pred)) else None
+    recovered = bool(is_exact_recovery(eq.truth(), expr, symbols=list(eq.names)))
+    return {"id": eq.id, "method": "pykan", "recovered": recovered and seconds <= args.time_limit,
+            "formula": str(expr), "r2_test": r2_test, "complexity": int(sympy.count_ops(expr)),
+            "seconds": round(seconds, 2), "timed_out": seconds > args.time_limit}
+
+
+def _worker(eq: Equation, args: argparse.Namespace, conn, method: str = "kansym") -> None:
     try:
-        row = run_equation(eq, args)
+        row = run_pykan(eq, args) if method == "pykan" else {"method": "kansym", **run_equation(eq, args)}
     except Exception as exc:  # a failing equation is a result, not a crash of the benchmark
-        row = {"id": eq.id, "recovered": False, "error": f"{type(exc).__name__}: {exc}",
+        row = {"id": eq.id, "method": method, "recovered": False, "error": f"{type(exc).__name__}: {exc}",
                "traceback": traceback.format_exc(limit=4)}
     conn.send(row)
     conn.close()
@@ -154,44 +202,42 @@ def _worker(eq: Equation, args: argparse.Namespace, conn) -> None:
 def run_all(equations: list[Equation], args: argparse.Namespace, emit) -> list[dict]:
     """Run every equation in its own process, ``args.jobs`` at a time, with the time limit."""
     ctx = mp.get_context("fork")
-    pending = list(equations)
-    running: dict = {}  # conn -> (process, equation, start)
-    rows: dict[str, dict] = {}
+    methods = ["kansym"] + (["pykan"] if args.peer == "pykan" else [])
+    tasks = [(eq, m) for eq in equations for m in methods]
+    pending = list(tasks)
+    running: dict = {}  # conn -> (process, equation, method, start)
+    rows: dict[tuple[str, str], dict] = {}
     while pending or running:
         while pending and len(running) < args.jobs:
-            eq = pending.pop(0)
+            eq, method = pending.pop(0)
             recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_worker, args=(eq, args, send), daemon=True)
+            proc = ctx.Process(target=_worker, args=(eq, args, send, method), daemon=True)
             proc.start()
             send.close()
-            running[recv] = (proc, eq, time.perf_counter())
+            running[recv] = (proc, eq, method, time.perf_counter())
         for conn in wait(list(running), timeout=0.5):
-            proc, eq, start = running.pop(conn)
+            proc, eq, method, start = running.pop(conn)
             try:
                 row = conn.recv()
             except EOFError:
-                row = {"id": eq.id, "recovered": False, "error": f"worker died (exit code {proc.exitcode})"}
+                row = {"id": eq.id, "method": method, "recovered": False, "error": f"worker died (exit code {proc.exitcode})"}
             proc.join()
-            rows[eq.id] = {**row, "wall_seconds": round(time.perf_counter() - start, 2)}
-            emit(rows[eq.id])
+            rows[eq.id, method] = {**row, "wall_seconds": round(time.perf_counter() - start, 2)}
+            emit(rows[eq.id, method])
         now = time.perf_counter()
-        for conn, (proc, eq, start) in list(running.items()):
+        for conn, (proc, eq, method, start) in list(running.items()):
             if now - start > args.time_limit + VERIFY_GRACE:
                 proc.kill()
                 proc.join()
                 running.pop(conn)
-                rows[eq.id] = {"id": eq.id, "recovered": False, "timed_out": True,
-                               "seconds": round(now - start, 2), "error": "time limit"}
-                emit(rows[eq.id])
-    return [rows[eq.id] for eq in equations]
+                rows[eq.id, method] = {"id": eq.id, "method": method, "recovered": False, "timed_out": True,
+                                       "seconds": round(now - start, 2), "error": "time limit"}
+                emit(rows[eq.id, method])
+    return [rows[t[0].id, t[1]] for t in tasks]
 
 
 def summary(rows: list[dict], equations: list[Equation], args: argparse.Namespace) -> str:
     """Markdown: the command, recovery rate, median seconds, and one line per equation."""
-    n = len(rows)
-    rec = sum(r.get("recovered", False) for r in rows)
-    secs = [r["seconds"] for r in rows if "seconds" in r]
-    med = statistics.median(secs) if secs else math.nan
     by_id = {e.id: e for e in equations}
     lines = [
         f"command: `python bench/feynman.py {' '.join(sys.argv[1:])}`",
@@ -199,17 +245,25 @@ def summary(rows: list[dict], equations: list[Equation], args: argparse.Namespac
         f"{mp.cpu_count()} CPUs, {args.jobs} job(s), 1 torch thread each",
         f"noise {args.noise}, {args.rows} rows (+{args.test_rows} held out), time limit {args.time_limit:g} s, seed {args.seed}",
         "",
-        f"**recovered {rec}/{n} ({100 * rec / max(n, 1):.1f} %), median {med:.1f} s per equation**",
+    ]
+    for method in dict.fromkeys(r.get("method", "kansym") for r in rows):
+        mine = [r for r in rows if r.get("method", "kansym") == method]
+        rec = sum(r.get("recovered", False) for r in mine)
+        secs = [r["seconds"] for r in mine if "seconds" in r]
+        med = statistics.median(secs) if secs else math.nan
+        lines.append(f"**{method}: recovered {rec}/{len(mine)} ({100 * rec / max(len(mine), 1):.1f} %), "
+                     f"median {med:.1f} s per equation**  ")
+    lines += [
         "",
-        "| id | truth | recovered | R² test | complexity | s | formula |",
-        "|---|---|---|---|---|---|---|",
+        "| id | method | truth | recovered | R² test | complexity | s | formula |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         r2 = r.get("r2_test")
         r2s = "—" if r2 is None else f"{r2:.6f}"
         form = r.get("formula") or r.get("error", "")
         form = form if len(form) <= 90 else form[:87] + "..."
-        lines.append(f"| {r['id']} | `{by_id[r['id']].formula}` | {'yes' if r.get('recovered') else 'no'} | {r2s} | "
+        lines.append(f"| {r['id']} | {r.get('method', 'kansym')} | `{by_id[r['id']].formula}` | {'yes' if r.get('recovered') else 'no'} | {r2s} | "
                      f"{r.get('complexity', '—')} | {r.get('seconds', '—')} | `{form}` |")
     return "\n".join(lines) + "\n"
 
@@ -224,6 +278,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rows", type=int, default=10_000)
     p.add_argument("--test-rows", type=int, default=2_000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--peer", choices=["none", "pykan"], default="none",
+                   help="also run a peer on the same rows with the same time limit (pykan: pip install -e .[bench])")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON lines to this file")
     p.add_argument("--summary", type=Path, default=None, help="also write the Markdown summary to this file")
     args = p.parse_args(argv)
@@ -250,6 +306,13 @@ def main(argv: list[str] | None = None) -> int:
     # even if the source tree changes during a long run, and no worker pays the imports
     import kansym.pipeline  # noqa: F401
     import kansym.symbolic.verify  # noqa: F401
+
+    if args.peer == "pykan":
+        try:
+            import kan  # noqa: F401
+        except ImportError:
+            print("error: --peer pykan needs pykan: pip install -e .[bench]", file=sys.stderr)
+            return 2
 
     out = args.out.open("w") if args.out else None
 

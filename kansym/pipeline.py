@@ -208,7 +208,11 @@ class Formula:
 
 @dataclass(frozen=True)
 class Discovery:
-    """Everything :func:`discover` produced."""
+    """Everything :func:`discover` produced.
+
+    ``seconds`` sums the stages over all runs; ``runs`` is 1, or 2 when the additive
+    shortcut was tried before the hidden-layer KAN (:class:`DiscoverConfig` ``shortcut``).
+    """
 
     trained: ModelBundle
     pruned: ModelBundle
@@ -217,6 +221,7 @@ class Discovery:
     formulas: tuple[Formula, ...]
     graph: nx.DiGraph
     seconds: dict
+    runs: int = 1
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -452,14 +457,14 @@ def discover(
         )
         f = short.formulas[0]
         if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= SHORTCUT_R2):
-            return replace(short, seconds={**short.seconds, "runs": 1})
+            return short
         log.info("additive shortcut gave R² %.6g; training the hidden layer too", f.r2_test)
         runs.append(short)
     runs.append(_resumable_stage("main", config, data, input_names, output_names, config, progress,
                                  resume if stage != "shortcut" else None))
     best = max(runs, key=lambda d: (round(_score(d.formulas[0]), 6), -expression_complexity(d.formulas[0].expr)))
     seconds = {k: sum(d.seconds.get(k, 0.0) for d in runs) for k in runs[-1].seconds}
-    return replace(best, seconds={**seconds, "runs": len(runs)})
+    return replace(best, seconds=seconds, runs=len(runs))
 
 
 def _resumable_stage(stage, outer, data, input_names, output_names, config, progress, resume) -> Discovery:
