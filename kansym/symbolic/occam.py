@@ -94,7 +94,8 @@ def simplify_edges(
     min_r2: float = 0.5,
     max_alternatives: int = 4,
     max_rows: int = 500,
-    time_budget: float = 20.0,
+    time_budget: float = 120.0,
+    max_trials: int = 40,
 ) -> tuple[SymbolicKAN, list[Candidate]]:
     """Greedily give edges simpler primitives while the data error allows it.
 
@@ -125,6 +126,9 @@ def simplify_edges(
         At most this many simpler primitives are tried per edge.
     max_rows : int
         Trials are compared on a seeded subsample of at most this many rows.
+    max_trials : int
+        At most this many formulas are tried after the start (a count, not a clock, so
+        the same seed gives the same formula on a busy machine).
     time_budget : float
         Seconds after which no new trial starts (the best formula so far is kept).
 
@@ -180,8 +184,8 @@ def simplify_edges(
             if c.complexity < current.complexity and np.isfinite(c.r2) and c.r2 >= min_r2
         ]
         for alt in sorted(simpler, key=lambda c: (c.complexity, -c.r2))[:max_alternatives]:
-            if time.perf_counter() > deadline:
-                log.info("simplification stopped after %.0f s (time budget)", time_budget)
+            if time.perf_counter() > deadline or len(tried) > max_trials:
+                log.info("simplification stopped after %d trials (%.0f s)", len(tried) - 1, time_budget)
                 return sym, tried
             trial = replace(sym, edges={**sym.edges, edge: alt})
             t_expr, t_err = evaluate(trial)
@@ -203,8 +207,8 @@ def simplify_edges(
         upgrades = [c for c in candidates.get(edge, ())
                     if c.primitive != current.primitive and np.isfinite(c.r2) and 1.0 - c.r2 <= 0.5 * gap]
         for alt in sorted(upgrades, key=lambda c: (-c.r2, c.complexity))[:max_alternatives]:
-            if time.perf_counter() > deadline:
-                log.info("simplification stopped after %.0f s (time budget)", time_budget)
+            if time.perf_counter() > deadline or len(tried) > max_trials:
+                log.info("simplification stopped after %d trials (%.0f s)", len(tried) - 1, time_budget)
                 return sym, tried
             trial = replace(sym, edges={**sym.edges, edge: alt})
             t_expr, t_err = evaluate(trial)
