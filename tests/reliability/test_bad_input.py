@@ -331,3 +331,19 @@ def test_nan_during_fit_writes_nothing(runner, tmp_path, monkeypatch, one_line_e
     line = one_line_error(runner.invoke(cli, ["fit", str(data), "-t", "y", "-o", str(tmp_path / "out"), "--steps", "5", "-q"]),
                           "the loss became inf")
     assert "nothing was written" in line and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e-300])
+def test_extreme_magnitudes_are_standardised_without_overflow(runner, tmp_path, scale):
+    import numpy as np
+
+    from kansym.io.scaler import Scaler
+
+    a = np.linspace(-1, 1, 31)[:, None] * scale
+    assert np.abs(Scaler.minmax(a).transform(a)).max() == pytest.approx(1.0, rel=1e-12)
+    z = Scaler.standard(a).transform(a)
+    assert z.mean() == pytest.approx(0, abs=1e-12) and z.std() == pytest.approx(1, rel=1e-12)
+    data = tmp_path / "d.csv"
+    data.write_text("x,y\n" + "".join(f"{u / scale:.17g},{u:.17g}\n" for u in a[:, 0] * 3))
+    result = runner.invoke(cli, ["train", str(data), "-t", "y", "-o", str(tmp_path / "m.pt"), *QUICK, "-q"])
+    assert result.exit_code == 0 and result.stderr == "", result.output
