@@ -78,7 +78,8 @@ def run_kansym(x, y, names, output, truth) -> dict:
     result = discover(x, y[:, None], names, [output], DiscoverConfig(seed=0), progress=False)
     seconds = time.perf_counter() - t0
     expr = result.formulas[0].expr
-    return {"seconds": seconds, "formula": str(expr), "exact": bool(is_exact_recovery(truth, expr))}
+    stages = {k: round(v, 2) for k, v in result.seconds.items()}
+    return {"seconds": seconds, "formula": str(expr), "exact": bool(is_exact_recovery(truth, expr)), "stages": stages}
 
 
 def run_pykan(x, y, x_test, y_test, names, truth) -> dict:

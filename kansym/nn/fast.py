@@ -131,9 +131,9 @@ def _cubic_into(out: torch.Tensor, deriv: torch.Tensor | None, x: torch.Tensor, 
     a = torch.abs(e, out=tmp[1]).sub_(2.0)
     b = torch.add(a, 1.0, out=tmp[2]).clamp_max_(0.0)
     if deriv is not None:  # a^2 - 4 b^2 >= 0: copy the sign of e onto it
-        sq = torch.mul(a, a, out=tmp[3]).addcmul_(b, b, value=-4.0)
-        torch.copysign(sq, e, out=deriv)
-    torch.sub(a.pow_(3), b.pow_(3), alpha=4.0, out=out)  # contiguous buffers until this last write
+        sq = torch.mul(a, a, out=tmp[3]).addcmul_(b, b, value=-4.0).copysign_(e)
+        deriv.copy_(sq)  # out= into a strided view would go through a hidden temporary
+    out.copy_(a.pow_(3).sub_(b.pow_(3), alpha=4.0))
 
 
 def _cubic_pure(
