@@ -15,16 +15,29 @@ paper does. :func:`weight_regularization` replaces ``|phi_ij|_1`` by the weight 
 ``mean_k |c_ijk| * |w_s,ij|`` so that models too large for a ``(batch, out, in)``
 activation tensor (KAN-GPT) can be sparsified too; it ignores the residual weights
 ``w_b`` (as efficient-kan's regulariser does) and does not depend on the data.
+:func:`sampled_regularization` computes the same penalty as :func:`regularization`
+from the inputs, in row chunks whose ``(chunk, out, in)`` edge values are recomputed
+in the backward (activation checkpointing) instead of kept: memory
+``O(chunk out in)`` instead of ``O(batch out in)`` per layer, for one extra evaluation
+of the edges; the model output comes from the fast layer path.
 """
 
 from __future__ import annotations
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from kansym.errors import ConfigError
 from kansym.nn.kan import KAN, KANTrace
 
-__all__ = ["edge_l1", "edge_weight_l1", "layer_penalty", "regularization", "weight_regularization"]
+__all__ = [
+    "edge_l1",
+    "edge_weight_l1",
+    "layer_penalty",
+    "regularization",
+    "sampled_regularization",
+    "weight_regularization",
+]
 
 
 def edge_l1(trace: KANTrace) -> list[torch.Tensor]:
@@ -145,3 +158,52 @@ def weight_regularization(model: KAN, *, mu1: float = 1.0, mu2: float = 1.0) -> 
     _check(mu1, mu2)
     terms = [layer_penalty(s, mu1=mu1, mu2=mu2) for s in edge_weight_l1(model)]
     return torch.stack(terms).sum()
+
+
+def _abs_edge_sum(layer, x: torch.Tensor) -> torch.Tensor:
+    return layer.edge_outputs(x).abs().sum(dim=0)  # (out, in)
+
+
+def sampled_regularization(
+    model: KAN, x: torch.Tensor, *, mu1: float = 1.0, mu2: float = 1.0, chunk_elements: int = 1 << 20
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Model output and the sample-based penalty, without keeping ``(batch, out, in)`` tensors.
+
+    Equals ``(model.trace(x).output, regularization(model.trace(x), mu1=mu1, mu2=mu2))``
+    (KAN paper eqs. 2.17–2.20) to rounding, values and gradients. Each layer's
+    ``|phi_ij|_1 = mean_s |phi_ij(x_s)|`` is summed over row chunks of at most
+    ``chunk_elements`` edge values; a chunk's edge values are freed after the forward and
+    recomputed in the backward (``torch.utils.checkpoint``). The node values come from
+    the fast layer forward (one matmul per layer).
+
+    Parameters
+    ----------
+    model : KAN
+    x : Tensor (batch, in)
+    mu1, mu2 : float
+        Weights of the L1 and entropy terms.
+    chunk_elements : int
+        Largest ``chunk * out * in`` held at once.
+
+    Returns
+    -------
+    output : Tensor (batch, out)
+    penalty : Tensor (scalar)
+
+    Raises
+    ------
+    ConfigError
+        If ``mu1`` or ``mu2`` is negative.
+    """
+    _check(mu1, mu2)
+    terms = []
+    h = x
+    for layer in model.layers:
+        rows = max(1, chunk_elements // (layer.in_features * layer.out_features))
+        total = None
+        for start in range(0, h.shape[0], rows):
+            part = checkpoint(_abs_edge_sum, layer, h[start : start + rows], use_reentrant=False)
+            total = part if total is None else total + part
+        terms.append(layer_penalty(total / h.shape[0], mu1=mu1, mu2=mu2))
+        h = layer(h)
+    return h, torch.stack(terms).sum()

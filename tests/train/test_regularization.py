@@ -77,3 +77,23 @@ def test_weight_regularization_by_hand():
 def test_negative_mu_raises():
     with pytest.raises(ConfigError):
         regularization(_two_edge_kan().trace(X), mu1=-1.0)
+
+
+def test_sampled_regularization_equals_the_trace_based_one_in_chunks():
+    from kansym.train.regularization import sampled_regularization
+
+    model = KAN(KANConfig(width=(3, 4, 2), seed=2)).double()
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.coef.normal_(generator=torch.Generator().manual_seed(1))
+    x = torch.rand(50, 3, dtype=torch.float64) * 2 - 1
+    params = list(model.parameters())
+    trace = model.trace(x)
+    ref = regularization(trace, mu1=1.0, mu2=0.5) + trace.output.square().mean()
+    ref_grads = torch.autograd.grad(ref, params)
+    out, reg = sampled_regularization(model, x, mu1=1.0, mu2=0.5, chunk_elements=7 * 12)  # 7-row chunks
+    torch.testing.assert_close(out, trace.output.detach(), atol=1e-12, rtol=0)
+    total = reg + out.square().mean()
+    torch.testing.assert_close(total.detach(), ref.detach(), atol=1e-12, rtol=0)
+    for g, r in zip(torch.autograd.grad(total, params), ref_grads):
+        torch.testing.assert_close(g, r, atol=1e-10, rtol=1e-10)
