@@ -10,7 +10,10 @@ Complexities make the simplest explanation win when two primitives fit equally
 well::
 
     0:0  x:1  x^2:2  exp:2  x^3:3  sin:3  cos:3  sqrt:3  1/x:3  log:3
-    x^4:4  1/x^2:4  tanh:4  abs:4  x^p:4  gaussian:4  arcsin:5
+    x^4:4  1/x^2:4  tanh:4  abs:4  x^p:4  gaussian:4  softplus:4  arcsin:5
+
+``softplus`` is ``log(1 + exp(u))``: in log space an input enters as ``u ~ log x``, so
+this edge is ``log(1 + k x)``, the log-space form of a factor ``1 + k x`` (``Y / (1 + sigma)``).
 
 Saved state refers to primitives by name only; :data:`PRIMITIVES` is a read-only
 mapping built once at import, so loading never depends on mutable global state.
@@ -23,7 +26,7 @@ Inner parameterisation (``inner``) keeps every fit identifiable:
               ``a`` is absorbed by ``c`` (``(a x + b)^2 = a^2 (x + b/a)^2``;
               ``log(a x + b) = log|a| + log(x sign(a) + b/|a|)``).
 ``"scale"``   ``b = 0`` fixed, ``a`` fitted: ``exp(a x + b) = e^b exp(a x)``.
-``"affine"``  both fitted (``sin``, ``cos``, ``tanh``, ``arcsin``, ``gaussian``).
+``"affine"``  both fitted (``sin``, ``cos``, ``tanh``, ``arcsin``, ``gaussian``, ``softplus``).
 """
 
 from __future__ import annotations
@@ -195,6 +198,14 @@ def _gauss_sym(u: sympy.Expr) -> sympy.Expr:
     return sympy.exp(-(u**2))
 
 
+def _softplus_np(u: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, u)
+
+
+def _softplus_sym(u: sympy.Expr) -> sympy.Expr:
+    return sympy.log(1 + sympy.exp(u))
+
+
 def _build() -> dict[str, Primitive]:
     two_pi = 2.0 * math.pi
     prims = [
@@ -226,6 +237,7 @@ def _build() -> dict[str, Primitive]:
             domain=(Interval(0.0, math.inf, lo_closed=True),), n_params=1, inner="shift",
         ),
         Primitive("gaussian", _gauss_np, _gauss_torch, _gauss_sym, 4, parity="even"),
+        Primitive("softplus", _softplus_np, torch.nn.functional.softplus, _softplus_sym, 4),
         Primitive(
             "arcsin", np.arcsin, torch.asin, sympy.asin, 5,
             domain=(Interval(-1.0, 1.0, lo_closed=True, hi_closed=True),), parity="odd",

@@ -11,7 +11,8 @@ from kansym.errors import ConfigError
 from kansym.symbolic.library import PRIMITIVES, Interval, get_library
 
 EXPECTED = {"0": 0, "x": 1, "x^2": 2, "exp": 2, "x^3": 3, "sin": 3, "cos": 3, "sqrt": 3, "1/x": 3,
-            "log": 3, "x^4": 4, "1/x^2": 4, "tanh": 4, "abs": 4, "x^p": 4, "gaussian": 4, "arcsin": 5}
+            "log": 3, "x^4": 4, "1/x^2": 4, "tanh": 4, "abs": 4, "x^p": 4, "gaussian": 4, "softplus": 4,
+            "arcsin": 5}
 
 
 def test_names_and_complexities():
