@@ -128,6 +128,7 @@ def peak_bytes(module: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> int:
     """Input bytes + peak live bytes allocated by torch during one forward+backward."""
     from torch.profiler import ProfilerActivity, profile
 
+    fast.compile_kernels(getattr(module, "_bench_compiled", False))
     for p in module.parameters():
         p.grad = None
     x.grad = None

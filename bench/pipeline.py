@@ -130,10 +130,14 @@ def main(argv=None) -> int:
         x, y, names, output, truth = problem(name, args.rows, args.seed)
         n = args.rows
         for tool in tools:
-            if tool == "kansym":
-                res = run_kansym(x[:n], y[:n], names, output, truth)
-            else:
-                res = run_pykan(x[:n], y[:n], x[n:], y[n:], names, truth)
+            t0 = time.perf_counter()
+            try:
+                if tool == "kansym":
+                    res = run_kansym(x[:n], y[:n], names, output, truth)
+                else:
+                    res = run_pykan(x[:n], y[:n], x[n:], y[n:], names, truth)
+            except Exception as exc:  # a tool that fails on a problem is a result, not a crash of the bench
+                res = {"seconds": time.perf_counter() - t0, "formula": None, "exact": False, "error": repr(exc)[:200]}
             row = {"problem": name, "truth": str(truth), "tool": tool, "rows": n, "threads": args.threads, **res}
             row["seconds"] = round(row["seconds"], 2)
             rows.append(row)
@@ -145,13 +149,16 @@ def main(argv=None) -> int:
         k = next((r for r in rows if r["problem"] == name and r["tool"] == "kansym"), None)
         p = next((r for r in rows if r["problem"] == name and r["tool"] == "pykan"), None)
         ratio = f"{p['seconds'] / k['seconds']:.1f}x" if k and p else "-"
+        def verdict(r):
+            return "failed" if r.get("error") else ("yes" if r["exact"] else "no")
+
         cells = [
-            f"{k['seconds']:.1f} | {'yes' if k['exact'] else 'no'}" if k else "- | -",
-            f"{p['seconds']:.1f} | {'yes' if p['exact'] else 'no'}" if p else "- | -",
+            f"{k['seconds']:.1f} | {verdict(k)}" if k else "- | -",
+            f"{p['seconds']:.1f} | {verdict(p)}" if p else "- | -",
         ]
         truth = (k or p)["truth"]
-        fk = f"`{k['formula']}`" if k else "-"
-        fp = f"`{p['formula']}`" if p else "-"
+        fk = f"`{k['formula']}`" if k and k["formula"] else (k or {}).get("error", "-")
+        fp = f"`{p['formula']}`" if p and p["formula"] else (p or {}).get("error", "-")
         print(f"| {name} | `{truth}` | {cells[0]} | {cells[1]} | {ratio} | {fk} | {fp} |")
     return 0
 
