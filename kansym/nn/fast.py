@@ -15,17 +15,24 @@ Basis evaluation (values equal :func:`kansym.nn.spline.bspline_basis` to roundin
   it is ``k! beta_k = sum_{0 <= j < c} (-1)^j C(k + 1, j) (c - j - |s - i - c|)_+^k``
   (Schoenberg 1946; Unser 1999, "Splines: a perfect fit for signal and image processing",
   IEEE Signal Processing Magazine 16(6), eq. 7, in its symmetric form). No knot
-  comparisons, exact zeros outside the support; ``k!`` is folded into the weights.
+  comparisons, exact zeros outside the support; ``k!`` is folded into the weights (for
+  ``k = 3`` the features are ``-6 B``, from two clamped terms, see :func:`_cubic_into`).
 - other knots (after ``update_grid``): the Cox–de Boor recursion (de Boor 1978) in the
   same layout.
 
-Backward (memory-lean, custom autograd): saved are ``x``, ``F`` (which the weight
-gradient needs anyway), the weights and, only when ``x`` requires grad, the derivative
-of the basis, computed in the forward from the same intermediates (``B'`` in closed form
-on uniform grids; ``B'_{i,k} = k (B_{i,k-1} / (t_{i+k} - t_i) - B_{i+1,k-1} /
-(t_{i+k+1} - t_{i+1}))`` otherwise, de Boor 1978). Elementwise work runs in row chunks
-on preallocated buffers, so only ``F`` and ``B'`` are full-size (no autograd graph of
-the basis, no ``(N, out, in)`` tensor).
+Backward (memory-lean, one custom autograd node per layer): saved are ``F`` (which the
+weight gradient needs anyway), the ``(out, in)``-sized weights and, only when ``x``
+requires grad, ``dF/dx`` (``silu'`` and ``B'``), computed in the forward from the same
+intermediates: ``B'`` in closed form on uniform grids, ``B'_{i,k} = k (B_{i,k-1} /
+(t_{i+k} - t_i) - B_{i+1,k-1} / (t_{i+k+1} - t_{i+1}))`` otherwise (de Boor 1978).
+Then ``dL/dx = sum_r (dL/dF W)_r dF_r/dx``. Elementwise work runs in row chunks on
+reused buffers, so only ``F`` and ``dF/dx`` are full-size: no autograd graph of the
+basis and no ``(N, out, in)`` tensor. :func:`compile_kernels` fuses the cubic
+uniform-grid kernel with ``torch.compile`` (optional).
+
+Device placement: every tensor is created on the input's device, the plan's knots
+follow the layer's ``grid`` buffer, and inputs in float16/bfloat16 (autocast) are
+evaluated in float32; the matmul runs in the autocast dtype.
 """
 
 from __future__ import annotations
