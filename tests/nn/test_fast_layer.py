@@ -184,3 +184,18 @@ def test_bspline_basis_layer_keeps_its_initialisation():
     noise = torch.rand(2, 3, 8, generator=gen) - 0.5
     torch.testing.assert_close(layer.coef.detach(), noise * 0.1 / 8)  # ±scale_noise / (2 K), K = G + k
     assert isinstance(layer, KANLayer) and layer.degree == 3
+
+
+def test_bf16_autocast_runs_the_matmul_low_and_the_basis_in_float32():
+    gen = torch.Generator().manual_seed(5)
+    first, second = KANLayer(8, 16, generator=gen), KANLayer(16, 4, generator=gen)
+    x = torch.randn(64, 8, generator=gen, requires_grad=True)
+    ref = second(first(x))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        hidden = first(x)
+        out = second(hidden)  # a bf16 input: its basis is evaluated in float32
+    assert hidden.dtype == out.dtype == torch.bfloat16
+    assert (out.float() - ref).abs().max().item() < 0.02 * ref.abs().max().item()
+    out.float().sum().backward()
+    assert x.grad.dtype == torch.float32 and torch.isfinite(x.grad).all()
+    assert first.coef.grad.dtype == torch.float32 and first.coef.grad.abs().sum() > 0
