@@ -223,31 +223,39 @@ def _uniform_into(out: torch.Tensor, deriv: torch.Tensor | None, x: torch.Tensor
         out.add_(term.pow_(k), alpha=coef)
 
 
-def _cox_de_boor(x: torch.Tensor, knots: torch.Tensor, order: int) -> torch.Tensor:
-    """Cox–de Boor in ``(n, basis, in)`` layout: ``x (n, in)``, ``knots (M, in)`` -> ``(n, M - 1 - order, in)``."""
+def _cox_de_boor(x: torch.Tensor, knots: torch.Tensor, order: int, *, keep_lower: bool = False):
+    """Cox–de Boor in ``(n, basis, in)`` layout: ``x (n, in)``, ``knots (M, in)`` -> ``(n, M - 1 - order, in)``.
+
+    With ``keep_lower`` also returns the order ``k - 1`` basis ``(n, M - order, in)`` (None for ``k = 0``).
+    """
     xs = x.unsqueeze(1)  # (n, 1, in)
-    g = knots.to(x.dtype).unsqueeze(0)  # (1, M, in)
-    basis = ((xs >= g[:, :-1]) & (xs < g[:, 1:])).to(x.dtype)  # (n, M - 1, in)
+    g = knots.unsqueeze(0)  # (1, M, in)
+    step = (xs >= g).to(x.dtype)  # (n, M, in): 1 where x >= t_i (knots sorted)
+    basis = step[:, :-1] - step[:, 1:]  # (n, M - 1, in): 1 on [t_i, t_{i+1})
+    lower = None
     for p in range(1, order + 1):
+        if keep_lower and p == order:
+            lower = basis
         left = (xs - g[:, : -(p + 1)]) / (g[:, p:-1] - g[:, : -(p + 1)]) * basis[:, :-1]
         right = (g[:, p + 1 :] - xs) / (g[:, p + 1 :] - g[:, 1:-p]) * basis[:, 1:]
         basis = left + right  # (n, M - 1 - p, in)
-    return basis
+    return (basis, lower) if keep_lower else basis
 
 
 def _reference_into(out: torch.Tensor, deriv: torch.Tensor | None, x: torch.Tensor, plan: SplinePlan) -> None:
     """Any knots: ``out = B``; ``deriv = dB/dx`` from the order ``k - 1`` basis."""
     k, g = plan.order, plan.knots.to(x.dtype)
-    out.copy_(_cox_de_boor(x, g, k))
     if deriv is None:
+        out.copy_(_cox_de_boor(x, g, k))
         return
+    basis, lower = _cox_de_boor(x, g, k, keep_lower=True)  # (n, K, in), (n, K + 1, in)
+    out.copy_(basis)
     if k == 0:
         deriv.zero_()
         return
-    lower = _cox_de_boor(x, g, k - 1)  # (n, K + 1, in)
     left = k / (g[k:-1] - g[: -(k + 1)])  # (K, in)
     right = k / (g[k + 1 :] - g[1:-k])  # (K, in)
-    torch.mul(lower[:, :-1], left, out=deriv).sub_(lower[:, 1:] * right)
+    deriv.copy_(lower[:, :-1] * left - lower[:, 1:] * right)
 
 
 def _silu_grad(x: torch.Tensor) -> torch.Tensor:
