@@ -16,7 +16,8 @@ same ``--rows`` training rows (seeded), in the same process, one after the other
   ``fit(50)``; ``ex_round(symbolic_formula()[0][0], 4)``. Its test split is another
   ``--rows`` rows of the same distribution (pykan needs one; not used for the verdict).
 
-A formula counts as exact by :func:`kansym.symbolic.verify.is_exact_recovery` (SRBench
+One-time costs are paid before the clocks start (the first torch optimizer imports
+``torch._dynamo``, 5-20 s on this machine; pykan's modules load). A formula counts as exact by :func:`kansym.symbolic.verify.is_exact_recovery` (SRBench
 rule: floats rounded to 3 significant digits, the difference to the truth a constant or
 the ratio a constant). Prints JSON lines and a Markdown table with the time ratio.
 
@@ -124,6 +125,10 @@ def main(argv=None) -> int:
     parser.add_argument("--tools", default="kansym,pykan")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    # one-time costs outside the timings: the first torch optimizer imports torch._dynamo (5-20 s here),
+    # and pykan's and sympy's modules load on first use
+    torch.optim.LBFGS([torch.zeros(1, requires_grad=True)])
+    import kan  # noqa: F401
     tools = [t.strip() for t in args.tools.split(",")]
     rows = []
     for name in [p.strip() for p in args.problems.split(",") if p.strip()]:
