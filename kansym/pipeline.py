@@ -33,7 +33,7 @@ from kansym.symbolic.pareto import expression_complexity
 from kansym.symbolic.verify import r2_score
 from kansym.train.fit import TrainConfig, finetune, fit
 from kansym.train.state import FitInterrupted
-from kansym.transform import DataTransform, additive_r2, choose_space
+from kansym.transform import DataTransform, additive_r2, choose_space, interaction_r2
 
 __all__ = ["DiscoverConfig", "Discovery", "Formula", "discover", "train_bundle", "symbolify_bundle", "split_holdout"]
 
@@ -83,8 +83,9 @@ class DiscoverConfig(PlainConfig):
         symbolification and refinement use them all. None: no cap.
     shortcut : bool
         When the law is additive in the KAN's units (one input, or the residual of
-        :func:`kansym.transform.additive_r2` at most 1e-4: AI Feynman's separability test,
-        Udrescu & Tegmark 2020), first train a KAN without hidden layer, whose edges
+        :func:`kansym.transform.additive_r2` at most 1e-4 or at most twice that of
+        :func:`kansym.transform.interaction_r2`, the noise floor: AI Feynman's
+        separability test, Udrescu & Tegmark 2020), first train a KAN without hidden layer, whose edges
         are then the terms of the law; keep it if its formula is verified with a
         held-out R² of at least 0.9999, else also train the hidden layer and keep the
         formula with the better held-out R² (then the smaller complexity).
@@ -296,13 +297,14 @@ def discover(
     # A resumed run continues the stage it was interrupted in; the stages before it are
     # deterministic and run again, so the result equals the uninterrupted one.
     stage = resume.meta.get("resume", {}).get("stage", "main") if resume is not None else None
-    if config.shortcut and config.hidden and _is_additive(x_train, y_train, config):
+    additive, floor = _additivity(x_train, y_train, config) if config.shortcut and config.hidden else (False, 1.0)
+    if additive:
         short = _resumable_stage(
             "shortcut", config, data, input_names, output_names, config.replace(hidden=()), progress,
             resume if stage == "shortcut" else None,
         )
         f = short.formulas[0]
-        if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= SHORTCUT_R2):
+        if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= floor):
             return short
         log.info("additive shortcut gave R² %.6g; training the hidden layer too", f.r2_test)
         runs.append(short)
@@ -327,15 +329,30 @@ def _score(f: Formula) -> float:
     return f.r2_test if np.isfinite(f.r2_test) else -np.inf
 
 
-def _is_additive(x: np.ndarray, y: np.ndarray, config: DiscoverConfig) -> bool:
-    """Whether the law is additive in the units the KAN will learn in (one input always is)."""
+def _additivity(x: np.ndarray, y: np.ndarray, config: DiscoverConfig) -> tuple[bool, float]:
+    """Whether the law is additive in the units the KAN will learn in, and the held-out
+    R² a formula of the additive KAN must reach to be kept alone.
+
+    One input is always additive. Otherwise the residual ``1 - R²`` of the additive
+    model must be at most ``ADDITIVE_RESIDUAL``, or at most twice that of the model with
+    pairwise interactions when the latter is below 1 % (noise makes both equal; a law
+    neither model follows is not called additive). The R² to reach is
+    ``1 - max(1 - SHORTCUT_R2, 3 * r)``, ``r`` the residual of the model with interactions
+    in CSV units (about the noise floor), and at least 0.999.
+    """
     if y.shape[1] != 1:
-        return False
-    if x.shape[1] == 1:
-        return True
+        return False, SHORTCUT_R2
     space = choose_space(x, y, config.space)
     g = np.log if space == "log" else (lambda a: a)
-    return 1.0 - additive_r2(g(x), g(y)) <= ADDITIVE_RESIDUAL
+    fit_r2 = interaction_r2 if x.shape[1] > 1 else additive_r2  # one input: the polynomial is the full model
+    res_full = max(1.0 - fit_r2(g(x), g(y)), 0.0)
+    # the formula's R² is measured in CSV units: so is the noise floor it is held to
+    noise = max(1.0 - fit_r2(x, y), 0.0)
+    floor = 1.0 - min(max(1.0 - SHORTCUT_R2, 3.0 * noise), 1e-3)
+    if x.shape[1] == 1:
+        return True, floor
+    res_add = 1.0 - additive_r2(g(x), g(y))
+    return res_add <= ADDITIVE_RESIDUAL or (res_add <= 2.0 * res_full and res_full <= 0.01), floor
 
 
 def _discover_once(data, input_names, output_names, config: DiscoverConfig, progress, resume) -> Discovery:

@@ -64,3 +64,22 @@ def test_constant_columns_are_refused():
         DataTransform.fit(x, np.array([[1.0], [2.0], [3.0]]))
     with pytest.raises(DataError, match="target column is constant"):
         DataTransform.fit(x[:, :1], np.ones((3, 1)))
+
+
+def test_additivity_against_the_noise_floor():
+    from kansym.pipeline import DiscoverConfig, _additivity
+    from kansym.transform import additive_r2, interaction_r2
+
+    rng = np.random.default_rng(2)
+    x = rng.uniform(1, 5, (3000, 2))
+    prod = x[:, 0] * x[:, 1]
+    noisy = prod + rng.normal(0, 0.01 * np.sqrt(np.mean(prod**2)), prod.shape)
+    # in linear units a product is not additive, and the interaction model shows it
+    assert 1 - additive_r2(x, prod) > 0.05 and 1 - interaction_r2(x, prod) < 1e-10
+    # in log units (chosen by choose_space) it is, even with 1 % noise
+    additive, floor = _additivity(x, noisy[:, None], DiscoverConfig())
+    assert additive and 0.999 <= floor < 0.9999
+    additive, floor = _additivity(x, prod[:, None], DiscoverConfig())
+    assert additive and floor == 0.9999
+    signed = x[:, 0] * np.sin(x[:, 1])  # crosses zero: linear units, not additive
+    assert _additivity(x, signed[:, None], DiscoverConfig())[0] is False
