@@ -167,7 +167,13 @@ def head_output_projections(model: KANGPT, layer: int) -> torch.Tensor:
 
 
 def overlap(W_O: torch.Tensor, kind: str) -> torch.Tensor:
-    """``frobenius_overlap`` or mean-cos² ``principal_overlap`` by name."""
+    """``frobenius_overlap`` or mean-cos² ``principal_overlap`` by name (``kind`` in :data:`OVERLAP_KINDS`).
+
+    Raises
+    ------
+    ConfigError
+        For an unknown ``kind``.
+    """
     if kind == "frobenius":
         return frobenius_overlap(W_O)
     if kind == "principal":
@@ -184,6 +190,11 @@ def ortho_penalty(model: KANGPT, kind: str = "principal") -> torch.Tensor:
     Returns
     -------
     Tensor (scalar), differentiable in the ``c_proj`` weights.
+
+    Raises
+    ------
+    ConfigError
+        For a ``kind`` other than ``"frobenius"`` or ``"principal"``.
     """
     return torch.stack([pair_mean(overlap(b.attn.head_output_weights(), kind)) for b in model.blocks]).mean()
 
