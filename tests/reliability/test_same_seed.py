@@ -34,15 +34,16 @@ def _strip(obj):
 
 
 def test_same_seed_gives_identical_checkpoint_tensors_and_formula(tmp_path, write_csv):
-    data = write_csv(tmp_path / "d.csv", n=120, seed=3)
+    data = write_csv(tmp_path / "d.csv", n=60, seed=3)
+    opts = ["--steps", "3", "--hidden", "2", "--grid-size", "4", "-q"]
     runner = CliRunner()
     records = []
     for run in ("a", "b"):
         ckpt = tmp_path / f"{run}.pt"
-        result = runner.invoke(cli, ["train", str(data), "-t", "y", "-o", str(ckpt), "--steps", "4", "--seed", "5", "-q"])
+        result = runner.invoke(cli, ["train", str(data), "-t", "y", "-o", str(ckpt), "--seed", "5", *opts])
         assert result.exit_code == 0, result.output
         js = tmp_path / f"{run}.json"
-        result = runner.invoke(cli, ["symbolify", str(ckpt), "--json", str(js), "-q"])
+        result = runner.invoke(cli, ["symbolify", str(ckpt), "--json", str(js), "--lib", "x,x^2,sin,exp,tanh", "-q"])
         assert result.exit_code == 0, result.output
         records.append((torch.load(ckpt, weights_only=True), json.loads(js.read_text())))
     (a, fa), (b, fb) = records
@@ -56,6 +57,6 @@ def test_same_seed_gives_identical_checkpoint_tensors_and_formula(tmp_path, writ
 
     # another seed gives another model (the test can fail)
     other = tmp_path / "c.pt"
-    assert runner.invoke(cli, ["train", str(data), "-t", "y", "-o", str(other), "--steps", "4", "--seed", "6", "-q"]).exit_code == 0
+    assert runner.invoke(cli, ["train", str(data), "-t", "y", "-o", str(other), "--seed", "6", *opts]).exit_code == 0
     tc = dict(_tensors(torch.load(other, weights_only=True)))
     assert not torch.equal(tc["/model/state_dict/layers.0.coef"], ta["/model/state_dict/layers.0.coef"])
