@@ -97,8 +97,10 @@ def plot_command(checkpoint, kind, output, edge, show_pruned, beta, theta, fits,
     src = Path(checkpoint)
     out = Path(output) if output else src.with_name(f"{src.stem}.{kind}.png")
     parsed_edge = _parse_edge(edge)
-    if beta < 0:
-        raise CLIError(f"--beta must be >= 0, got {beta}")
+    if not (0 <= beta < float("inf")):
+        raise CLIError(f"--beta must be a finite number >= 0, got {beta}")
+    if theta is not None and not (0 <= theta < float("inf")):
+        raise CLIError(f"--theta must be a finite number >= 0, got {theta}")
     check_writable(out)
     protect = [src] + [Path(p) for p in (fits, data) if p]
     from kansym.plot._mpl import written_by_kansym
