@@ -259,8 +259,12 @@ def test_impossible_train_options_fail_before_any_work(runner, tmp_path, args, n
     ("symbolify", ["--r2-threshold", "0"], "r2_threshold"), ("symbolify", ["--lib", "nope"], "nope"),
     ("symbolify", ["--device", "cuda:1"], "cuda"),
     ("graph", ["--device", "xla"], "xla"),
+    ("plot", ["--beta", "nan"], "--beta must be"), ("plot", ["--theta", "-1"], "--theta must be"),
+    ("plot", ["--kind", "edge", "--edge", "9,9,9"], "outside the model"),
 ])
 def test_impossible_checkpoint_command_options(runner, tmp_path, kan_checkpoint, command, args, needle, one_line_error):
+    if command == "plot":
+        args = [*args, "-o", str(tmp_path / "p.png")]
     one_line_error(runner.invoke(cli, [command, str(kan_checkpoint), *args]), needle)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
