@@ -153,8 +153,8 @@ def _interrupted(stop: KeyboardInterrupt, path: Path, *, force: bool, protect: l
     from kansym.cli.common import check_output_file
 
     bundle = getattr(stop, "bundle", None)
-    if bundle is None:  # Ctrl-C after the training stage (fine-tuning, symbolification)
-        click.echo("interrupted after training; nothing was written (rerun to finish)", err=True)
+    if bundle is None:  # Ctrl-C outside the training loop (fine-tuning, symbolification, set-up)
+        click.echo("interrupted outside the training loop; nothing was written (run the command again)", err=True)
         return click.exceptions.Exit(EXIT_INTERRUPTED)
     done, total = stop.state.step, bundle.meta["train_config"]["steps"]
     try:
