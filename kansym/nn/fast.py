@@ -69,6 +69,8 @@ class SplinePlan:
         The stored features are ``B / scale`` (``scale`` is folded into the weights).
     dfac : Tensor (in,) or None
         The stored derivative times ``dfac`` is ``d (B / scale) / dx`` (None: 1).
+    centers : Tensor (K, 1) or None
+        ``i + 2``, the centres of the cubic B-splines in knot steps (cubic uniform plans).
     """
 
     order: int
@@ -79,6 +81,7 @@ class SplinePlan:
     knots: torch.Tensor
     scale: float
     dfac: torch.Tensor | None
+    centers: torch.Tensor | None = None
 
 
 def make_plan(grid: torch.Tensor, order: int, *, force_reference: bool = False) -> SplinePlan:
@@ -115,7 +118,8 @@ def make_plan(grid: torch.Tensor, order: int, *, force_reference: bool = False) 
     if not uniform:
         return SplinePlan(order, n_basis, False, None, None, knots, 1.0, None)
     if order == 3:  # stored as -6 B (see _cubic_into)
-        return SplinePlan(order, n_basis, True, t0, 1.0 / h, knots, -1.0 / 6.0, 3.0 / h)
+        centers = (torch.arange(n_basis, dtype=grid.dtype, device=grid.device) + 2.0).view(-1, 1)
+        return SplinePlan(order, n_basis, True, t0, 1.0 / h, knots, -1.0 / 6.0, 3.0 / h, centers)
     return SplinePlan(order, n_basis, True, t0, 1.0 / h, knots, 1.0 / math.factorial(order), 1.0 / h)
 
 
@@ -134,7 +138,7 @@ def _cubic_into(out: torch.Tensor, deriv: torch.Tensor | None, x: torch.Tensor, 
     ``6 B = -a^3 + 4 b^3`` and ``d(6 B)/ds = -3 sign(e) (a^2 - 4 b^2)``.
     """
     s = _knot_units(x, plan)
-    e = torch.sub(s.unsqueeze(1), _centers(plan, 2.0, x), out=tmp[0]).clamp_(-2.0, 2.0)  # (n, K, in)
+    e = torch.sub(s.unsqueeze(1), plan.centers.to(x.dtype), out=tmp[0]).clamp_(-2.0, 2.0)  # (n, K, in)
     a = torch.abs(e, out=tmp[1]).sub_(2.0)
     b = torch.add(a, 1.0, out=tmp[2]).clamp_max_(0.0)
     if deriv is not None:  # a^2 - 4 b^2 >= 0: copy the sign of e onto it
@@ -258,11 +262,6 @@ def _reference_into(out: torch.Tensor, deriv: torch.Tensor | None, x: torch.Tens
     deriv.copy_(lower[:, :-1] * left - lower[:, 1:] * right)
 
 
-def _silu_grad(x: torch.Tensor) -> torch.Tensor:
-    sig = torch.sigmoid(x)
-    return sig * (1 + x * (1 - sig))
-
-
 def features(
     x: torch.Tensor, plan: SplinePlan, *, with_base: bool, with_deriv: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -289,7 +288,7 @@ def features(
     dfac = plan.dfac.to(x.dtype) if plan.dfac is not None else None
     if _compiled_cubic is not None and plan.uniform and plan.order == 3:
         t0, inv_h = plan.t0.to(x.dtype), plan.inv_h.to(x.dtype)
-        return _compiled_cubic(x, t0, inv_h, dfac, _centers(plan, 2.0, x), with_base, with_deriv)
+        return _compiled_cubic(x, t0, inv_h, dfac, plan.centers.to(x.dtype), with_base, with_deriv)
     feats = torch.empty(n, k_basis + off, width, dtype=x.dtype, device=x.device)
     deriv = torch.empty(n, k_basis + off, width, dtype=x.dtype, device=x.device) if with_deriv else None
     rows = max(1, _CHUNK // (k_basis * width))
@@ -299,9 +298,10 @@ def features(
         stop = min(n, start + rows)
         xs = x[start:stop]
         if with_base:
-            feats[start:stop, 0] = F.silu(xs)
-            if deriv is not None:
-                deriv[start:stop, 0] = _silu_grad(xs)
+            sig = torch.sigmoid(xs)
+            torch.mul(xs, sig, out=feats[start:stop, 0])  # silu
+            if deriv is not None:  # silu' = sig (1 + x (1 - sig))
+                torch.mul(torch.rsub(sig, 1.0).mul_(xs).add_(1.0), sig, out=deriv[start:stop, 0])
         out = feats[start:stop, off:]
         d = deriv[start:stop, off:] if deriv is not None else None
         if cubic:
@@ -336,7 +336,7 @@ class _Basis(torch.autograd.Function):
 
 
 class _KANLinear(torch.autograd.Function):
-    """``F(x) W^T`` with ``W`` assembled from the layer's parameters; saves ``x``, ``F`` and (if needed) ``dF/dx``.
+    """``F(x) W^T`` with ``W`` assembled from the layer's parameters; saves ``F``, ``W`` and (if needed) ``dF/dx``.
 
     The weight assembly (``w_b mask``, ``c w_s mask scale``) and its backward are done
     here by hand, so one autograd node covers the whole layer.
@@ -347,13 +347,13 @@ class _KANLinear(torch.autograd.Function):
         # x (N, in); coef (out, in, K); scale_base, scale_sp, mask (out, in)
         xc = _compute_dtype(x.detach())
         n_out, width, _ = coef.shape
-        live = scale_sp * mask * plan.scale  # (out, in)
-        spline_w = (coef * live.unsqueeze(-1)).transpose(1, 2)  # (out, K, in)
+        n_basis, off = plan.n_basis, int(with_base)
+        live = (scale_sp * mask).mul_(plan.scale)  # (out, in)
+        weight = torch.empty(n_out, n_basis + off, width, dtype=coef.dtype, device=coef.device)
         if with_base:
-            weight = torch.cat([(scale_base * mask).unsqueeze(1), spline_w], dim=1)  # (out, 1 + K, in)
-        else:
-            weight = spline_w
-        weight = weight.reshape(n_out, -1)  # (out, (K + with_base) in)
+            torch.mul(scale_base, mask, out=weight[:, 0])
+        torch.mul(coef.transpose(1, 2), live.unsqueeze(1), out=weight[:, off:])  # (out, K, in)
+        weight = weight.view(n_out, -1)  # (out, (K + with_base) in)
         feats, deriv = features(xc, plan, with_base=with_base, with_deriv=ctx.needs_input_grad[0])
         flat = feats.view(xc.shape[0], -1)  # (N, (K + with_base) in)
         out = flat @ weight.to(flat.dtype).T  # (N, out); autocast may run it in bf16/fp16
