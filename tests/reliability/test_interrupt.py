@@ -87,6 +87,16 @@ def test_sigint_during_train_saves_a_checkpoint_that_resumes_to_the_same_model(t
     assert "resume" not in a.meta  # a finished model, no longer resumable
 
 
+def _same_value(a: str, b: str, data) -> bool:
+    import sympy
+
+    x1, x2 = sympy.symbols("x1 x2", real=True)
+    rows = np.loadtxt(data, delimiter=",", skiprows=1)
+    fa, fb = (sympy.lambdify([x1, x2], sympy.sympify(e, locals={"x1": x1, "x2": x2})) for e in (a, b))
+    va, vb = (np.broadcast_to(f(rows[:, 0], rows[:, 1]), rows[:, 0].shape) for f in (fa, fb))
+    return bool(np.allclose(va, vb, rtol=1e-9, atol=1e-12))
+
+
 class _CtrlC:
     def __init__(self, at):
         self.at, self.calls, self.real = at, 0, fit_module._objective
@@ -129,10 +139,12 @@ def test_ctrl_c_during_fit_then_resume_gives_the_same_formula(tmp_path, monkeypa
 
     resumed = runner.invoke(cli, ["fit", str(data), *opts, "-o", str(tmp_path / "r"), "--resume", str(ckpt)])
     assert resumed.exit_code == 0, resumed.output
-    assert resumed.stdout.splitlines()[:3] == straight.stdout.splitlines()[:3]  # the formula, sympy, R²
-    for name in ("model.pt", "pruned.pt"):
+    for name in ("model.pt", "pruned.pt"):  # what resuming guarantees: the very same models
         assert _same_state(ModelBundle.load(tmp_path / "r" / name), ModelBundle.load(tmp_path / "s" / name)), name
     a = json.loads((tmp_path / "r" / "formula.json").read_text())
     b = json.loads((tmp_path / "s" / "formula.json").read_text())
-    for key in ("sympy", "latex", "r2_data", "r2_model", "edges"):
-        assert a[key] == b[key], key
+    assert a["edges"] == b["edges"]  # the same primitive and constants on every edge
+    # The same formula. Compared by value: kansym's final sympy.simplify runs under a 2 s
+    # alarm (kansym.symbolic.refine), so on a loaded machine one run may keep the
+    # unsimplified (equal) form.
+    assert _same_value(a["sympy"], b["sympy"], data) and a["r2_data"] == pytest.approx(b["r2_data"], abs=1e-9)
