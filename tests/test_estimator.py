@@ -24,6 +24,7 @@ def fitted():
     return est, X, y
 
 
+@pytest.mark.slow
 def test_recovers_a_simple_law_and_predicts_with_it(fitted):
     est, X, y = fitted
     m, a = sympy.symbols("m a", positive=True)
@@ -35,6 +36,7 @@ def test_recovers_a_simple_law_and_predicts_with_it(fitted):
     assert est.formula_.target == "F" and est.warning_ is None
 
 
+@pytest.mark.slow
 def test_equations_table_is_the_pareto_front(fitted):
     est, X, y = fitted
     eq = est.equations_
@@ -62,6 +64,7 @@ def test_params_roundtrip_and_errors():
         kansym.KANRegressor().fit(np.ones((20, 2)), np.ones(19))
 
 
+@pytest.mark.slow
 def test_predict_checks_columns(fitted):
     est, *_ = fitted
     with pytest.raises(DataError, match="fitted on 2"):

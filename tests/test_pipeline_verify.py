@@ -69,6 +69,7 @@ def hello_checkpoint(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_symbolify_with_a_too_small_library_warns(hello_checkpoint, tmp_path):
     # exp(sin(pi x1) + x2^2) with straight lines only: no edge is a line, so the edges stay
     # numeric and the formula is flagged, not presented as a closed form
@@ -85,6 +86,7 @@ def test_symbolify_with_a_too_small_library_warns(hello_checkpoint, tmp_path):
     assert "Pareto front" in result.stdout and sum(e["chosen"] for e in record["pareto"]) == 1
 
 
+@pytest.mark.slow
 def test_estimator_warns_on_an_unverified_formula():
     from kansym import KANRegressor
 

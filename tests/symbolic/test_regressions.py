@@ -128,6 +128,7 @@ def test_tiny_or_zero_constant_is_dropped_without_error(tiny):
     assert EdgeFit("x", 1.0, 0.0, float(tiny), 0.0, 1.0).sympy(x1) == 0
 
 
+@pytest.mark.slow
 def test_same_seed_gives_the_same_formula():
     rng = np.random.default_rng(3)
     x = rng.uniform(1, 3, (200, 2))
