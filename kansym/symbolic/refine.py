@@ -299,26 +299,29 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     return prob.build(values, fixed)
 
 
-def simplify_formula(expr: sympy.Expr, *, max_ops: int = 60, timeout: float = 2.0) -> sympy.Expr:
-    """Simplify in bounded time; never returns a longer expression.
+def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40, timeout: float = 60.0) -> sympy.Expr:
+    """Simplify deterministically; never returns a longer expression.
 
-    Tries ``powsimp``, ``factor_terms`` and ``together``; if the expression
-    has at most ``max_ops`` operations also ``sympy.simplify``, cut off after
-    ``timeout`` seconds (SIGALRM, main thread only; elsewhere ``simplify`` runs
-    only for expressions of at most ``max_ops // 2`` operations). The candidate
-    with the fewest operations wins.
+    Tries ``powsimp``, ``factor_terms`` and ``together``, and ``sympy.simplify``
+    when the expression has at most ``max_ops`` operations. Which rewrites run
+    depends only on the expression's size, never on the clock, so the same input
+    gives the same formula on a busy or a quiet machine. ``timeout`` (seconds;
+    SIGALRM, main thread only) is a safety net against a pathological rewrite,
+    set far above what expressions of ``max_ops`` operations need (well under a
+    second each); a rewrite that reaches it is skipped and logged. The candidate
+    with the fewest operations wins (ties: the first, the input itself).
     """
     expr = sympy.sympify(expr)
     options: list[Callable[[sympy.Expr], sympy.Expr]] = [sympy.powsimp, sympy.factor_terms, sympy.together]
+    if sympy.count_ops(expr) <= max_ops:
+        options.append(sympy.simplify)
     cands = [expr]
     for fn in options:
         out = _timed(lambda fn=fn: fn(expr), timeout, run_untimed=True)
-        if out is not None:
-            cands.append(out)
-    n_ops = sympy.count_ops(expr)
-    if n_ops <= max_ops:
-        out = _timed(lambda: sympy.simplify(expr), timeout, run_untimed=n_ops <= max_ops // 2)
-        if out is not None:
+        if out is None:
+            logger.warning("%s stopped after %.0f s on a %d-operation formula; kept the unsimplified form",
+                           fn.__name__, timeout, sympy.count_ops(expr))
+        else:
             cands.append(out)
     return min(cands, key=sympy.count_ops)
 

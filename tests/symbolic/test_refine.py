@@ -82,6 +82,21 @@ def test_simplify_formula_never_longer():
     assert sympy.simplify(s - (x1 + 2)) == 0
 
 
+def test_simplify_formula_depends_on_size_not_on_the_clock(monkeypatch):
+    # regression: simplify used to run under a 2 s alarm, so a loaded machine could
+    # return a different formula for the same input; now size alone decides
+    calls = []
+    real = sympy.simplify
+    monkeypatch.setattr(sympy, "simplify", lambda e, **kw: calls.append(e) or real(e, **kw))
+    small = sympy.sin(x2) ** 2 + sympy.cos(x2) ** 2 + x1
+    assert simplify_formula(small) == x1 + 1
+    big = sum(sympy.sin(k * x1 + x2) ** 2 for k in range(1, 12))  # 44 operations > max_ops
+    assert sympy.count_ops(big) > 40
+    assert simplify_formula(big) == big
+    assert calls == [small]  # simplify saw the small formula only
+    assert simplify_formula(small) == simplify_formula(small)
+
+
 def test_shape_errors():
     with pytest.raises(DataError):
         refine(x1, [x1, x2], X[:, :1], X[:, 0])
