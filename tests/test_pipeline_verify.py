@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from kansym.cli.main import cli
 from kansym.cli.report import print_formulas
 from kansym.pipeline import DiscoverConfig, Formula, discover, split_holdout
-from kansym.symbolic.pareto import pareto_front
+from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.verify import Fidelity
 from kansym.train.fit import TrainConfig
 
@@ -59,6 +59,23 @@ def test_pareto_front_marks_the_chosen_formula():
     front = pareto_front([X1, 3 * X1**2 + 0 * X1, 3.0 * X1**2 + 0.001 * X1**3], 3 * X1**2, [X1], x, y)
     assert [(e.chosen, e.r2 == pytest.approx(1.0)) for e in front] == [(False, False), (True, True)]
     assert front[0].complexity < front[1].complexity
+
+
+def test_snapped_formula_is_not_dominated_by_its_float_twin():
+    # regression (kansym fit --example kepler): a**(3/2)/sqrt(m) was listed as
+    # "(dominated)" by a**1.49937/m**0.4996 of the same node count; a fitted float
+    # now costs 2 (description length), an exact exponent 1
+    a, m = sympy.symbols("a m", positive=True)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(1, 10, (200, 2))
+    y = 2.5 * x[:, 0] ** 1.5 / np.sqrt(x[:, 1]) * (1 + 1e-4 * rng.standard_normal(200))
+    snapped = 2.5 * a ** sympy.Rational(3, 2) / sympy.sqrt(m)
+    free = 2.4991 * a ** sympy.Float(1.50012) / m ** sympy.Float(0.49985)
+    assert expression_complexity(snapped) == 9 and expression_complexity(free) == 11
+    front = pareto_front([free], snapped, [a, m], x, y)
+    chosen = next(e for e in front if e.chosen)
+    assert chosen.expr == snapped and not chosen.dominated
+    assert front[0].chosen  # the simplest entry is the answer
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,16 @@ __all__ = ["FrontEntry", "expression_complexity", "pareto_front"]
 
 
 def expression_complexity(expr: sympy.Expr) -> int:
-    """Nodes of the expression tree (operators, symbols and numbers count 1 each)."""
-    return sum(1 for _ in sympy.preorder_traversal(sympy.sympify(expr)))
+    """Nodes of the expression tree, a fitted real constant counting twice.
+
+    Operators, symbols and exact numbers (integers, rationals, pi) count 1 each; a
+    float counts 2, because naming an arbitrary real takes more information than
+    naming a small exact number (the description-length view of AI Feynman 2.0,
+    Udrescu et al. 2020, arXiv:2006.10782, §2.4). So ``a**(3/2)`` (4) is simpler
+    than ``a**1.49937`` (5), and a snapped formula is never listed as dominated by
+    its unsnapped twin of the same shape.
+    """
+    return sum(2 if isinstance(node, sympy.Float) else 1 for node in sympy.preorder_traversal(sympy.sympify(expr)))
 
 
 @dataclass(frozen=True)
