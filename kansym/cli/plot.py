@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import click
@@ -31,6 +32,10 @@ def check_writable(path: Path) -> None:
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise CLIError(f"cannot write {path}: {parent} is not a writable directory; choose another -o")
+    try:  # os.access says yes to root everywhere; a real probe catches /proc, read-only mounts
+        tempfile.TemporaryFile(dir=parent).close()
+    except OSError as exc:
+        raise CLIError(f"cannot write {path}: {parent} does not accept files ({exc.strerror}); choose another -o") from None
 
 
 def _data(bundle, data: str | None):

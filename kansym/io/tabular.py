@@ -273,6 +273,8 @@ def read_table_from_frame(
                 continue
             if _is_numeric(df[c]):
                 names.append(c)
+            elif _mostly_numeric(df[c]):
+                _numeric_column(df[c], str(c), source)  # a typo in a numeric column: DataError
             else:
                 notices.append(f"ignored non-numeric column '{c}'")
     else:
@@ -359,6 +361,12 @@ def _check_present(wanted: Sequence[str], columns: Sequence[str], source: str, r
 
 def _is_numeric(s: pd.Series) -> bool:
     return bool(pd.api.types.is_numeric_dtype(s.dtype))
+
+
+def _mostly_numeric(s: pd.Series) -> bool:
+    """At least half of the non-empty cells parse as numbers (a numeric column with typos)."""
+    filled = s.dropna()
+    return len(filled) > 0 and int(pd.to_numeric(filled, errors="coerce").notna().sum()) * 2 >= len(filled)
 
 
 def _numeric_column(s: pd.Series, name: str, source: str) -> np.ndarray:

@@ -62,6 +62,14 @@ def test_default_inputs_skip_text_with_notice(tmp_path):
     assert t.notices == ("ignored non-numeric column 'body'",)
 
 
+def test_a_typo_in_a_numeric_column_is_an_error_not_a_dropped_column(tmp_path):
+    # regression: one 'abc' in x2 made the whole column "non-numeric"; it was dropped
+    # with a notice and y was fitted from x1 alone (exit 0, wrong formula)
+    p = write(tmp_path, "x1,x2,y\n1,2,3\n2,abc,5\n3,4,7\n4,5,9\n")
+    with pytest.raises(DataError, match=r"column 'x2' of .*d.csv is not numeric \(value 'abc' in data row 2\)"):
+        read_table(p, "y")
+
+
 def test_explicit_inputs_keep_order_and_subset(tmp_path):
     p = write(tmp_path, "a,b,c,y\n1,2,3,1\n2,3,5,2\n3,1,4,0\n")
     t = read_table(p, "y", inputs=["c", "a"])

@@ -6,6 +6,7 @@ whole file runs in seconds; one slow test draws the real hello-world run.
 
 import json
 import subprocess
+from pathlib import Path
 import sys
 import time
 
@@ -189,6 +190,10 @@ def test_bad_requests_are_one_line_errors(runner, ckpt, tmp_path):
     blocker = tmp_path / "file.txt"
     blocker.write_text("x")
     _one_line_error(runner.invoke(cli, ["plot", pt, "-o", str(blocker / "a.png")]), "cannot write")
+    # regression: as root os.access says every directory is writable; /proc only failed
+    # after the whole report was computed (about 11 s); a real probe fails at once
+    if Path("/proc").is_dir():
+        _one_line_error(runner.invoke(cli, ["plot", pt, "--kind", "report", "-o", "/proc/a.png"]), "does not accept files")
     _one_line_error(runner.invoke(cli, ["plot", pt, "-o", str(tmp_path / "a.jpg")]), ".png, .pdf or .svg")
     _one_line_error(runner.invoke(cli, ["plot", str(tmp_path / "none.pt"), "-o", str(tmp_path / "a.png")]), "none.pt")
     _one_line_error(runner.invoke(cli, ["plot", pt, "-o", str(blocker)]), "")  # .txt
