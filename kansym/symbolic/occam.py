@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import sympy
@@ -177,45 +177,47 @@ def simplify_edges(
             log.info("simplified: every edge linear (normalised error %.3g -> %.3g)", err, t_err)
             sym, expr, err = trial, t_expr, t_err
     order = sorted(sym.edges, key=lambda k: -sym.edges[k].complexity)
-    for edge in order:
-        current = sym.edges[edge]
-        simpler = [
-            c for c in candidates.get(edge, ())
-            if c.complexity < current.complexity and np.isfinite(c.r2) and c.r2 >= min_r2
-        ]
-        for alt in sorted(simpler, key=lambda c: (c.complexity, -c.r2))[:max_alternatives]:
-            if time.perf_counter() > deadline or len(tried) > max_trials:
-                log.info("simplification stopped after %d trials (%.0f s)", len(tried) - 1, time_budget)
-                return sym, tried
-            trial = replace(sym, edges={**sym.edges, edge: alt})
-            t_expr, t_err = evaluate(trial)
-            ok = better(t_expr, t_err)
-            record(trial, t_expr, t_err, ok)
-            if ok:
-                log.info("simplified: edge %d:%d->%d %s -> %s (normalised error %.3g -> %.3g)", *edge, current.primitive, alt.primitive, err, t_err)
-                sym, expr, err = trial, t_expr, t_err
-                break
+
+    def edge_pass(verb: str, alternatives: Callable[[EdgeId, EdgeFit], list[EdgeFit]]) -> bool:
+        """Try each edge's alternatives in order; keep the first the BIC accepts.
+
+        Returns False when the trial budget is spent (the search stops).
+        """
+        nonlocal sym, expr, err
+        for edge in order:
+            current = sym.edges[edge]
+            for alt in alternatives(edge, current)[:max_alternatives]:
+                if time.perf_counter() > deadline or len(tried) > max_trials:
+                    log.info("simplification stopped after %d trials (%.0f s)", len(tried) - 1, time_budget)
+                    return False
+                trial = replace(sym, edges={**sym.edges, edge: alt})
+                t_expr, t_err = evaluate(trial)
+                ok = better(t_expr, t_err)
+                record(trial, t_expr, t_err, ok)
+                if ok:
+                    log.info("%s: edge %d:%d->%d %s -> %s (normalised error %.3g -> %.3g)",
+                             verb, *edge, current.primitive, alt.primitive, err, t_err)
+                    sym, expr, err = trial, t_expr, t_err
+                    break
+        return True
+
+    def simpler(edge: EdgeId, current: EdgeFit) -> list[EdgeFit]:
+        found = [c for c in candidates.get(edge, ())
+                 if c.complexity < current.complexity and np.isfinite(c.r2) and c.r2 >= min_r2]
+        return sorted(found, key=lambda c: (c.complexity, -c.r2))
+
     # Upgrade pass: a primitive chosen because it cleared the per-edge threshold first may
     # only approximate the edge (x^2 for a Gaussian bump on one side of its peak); more
     # complex candidates at least twice as accurate on the edge are tried, and kept
     # when the whole formula's BIC improves.
-    for edge in order:
-        current = sym.edges[edge]
+    def upgrades(edge: EdgeId, current: EdgeFit) -> list[EdgeFit]:
         gap = 1.0 - current.r2 if np.isfinite(current.r2) else 1.0
         if gap <= floor**2:
-            continue
-        upgrades = [c for c in candidates.get(edge, ())
-                    if c.primitive != current.primitive and np.isfinite(c.r2) and 1.0 - c.r2 <= 0.5 * gap]
-        for alt in sorted(upgrades, key=lambda c: (-c.r2, c.complexity))[:max_alternatives]:
-            if time.perf_counter() > deadline or len(tried) > max_trials:
-                log.info("simplification stopped after %d trials (%.0f s)", len(tried) - 1, time_budget)
-                return sym, tried
-            trial = replace(sym, edges={**sym.edges, edge: alt})
-            t_expr, t_err = evaluate(trial)
-            ok = better(t_expr, t_err)
-            record(trial, t_expr, t_err, ok)
-            if ok:
-                log.info("upgraded: edge %d:%d->%d %s -> %s (normalised error %.3g -> %.3g)", *edge, current.primitive, alt.primitive, err, t_err)
-                sym, expr, err = trial, t_expr, t_err
-                break
+            return []
+        found = [c for c in candidates.get(edge, ())
+                 if c.primitive != current.primitive and np.isfinite(c.r2) and 1.0 - c.r2 <= 0.5 * gap]
+        return sorted(found, key=lambda c: (-c.r2, c.complexity))
+
+    if edge_pass("simplified", simpler):
+        edge_pass("upgraded", upgrades)
     return sym, tried
