@@ -14,6 +14,13 @@ Usage::
     python bench/gpt.py --text ../shared/data/shakespeare.txt --out bench/results/gpt
     python bench/gpt.py --max-iters 20 --eval-interval 10 --eval-iters 2   # smoke run
     python bench/gpt.py --time-steps 100 --threads 1   # step times only, interleaved
+    python bench/gpt.py --models mlp,kan --seeds 0,1,2 --threads 1   # paired seeds
+
+With ``--seeds``, every model trains once per seed (the same seed gives every model the
+same data order and eval batches), and a paired summary follows the tables: per seed
+the val loss of each model, and the mean difference of each model minus the MLP with a
+95 % Student-t interval over seeds (pairing removes the seed-to-seed variation that
+both arms share).
 
 Prints one JSON line per model, then a Markdown table (also written to ``--out``).
 """
@@ -54,7 +61,7 @@ def run_one(args: argparse.Namespace) -> dict:
         max_iters=args.max_iters, batch_size=12, lr=1e-3, min_lr=1e-4, warmup_iters=min(100, args.max_iters // 10),
         eval_interval=args.eval_interval, eval_iters=args.eval_iters, seed=args.seed, device=args.device,
     )
-    out_dir = Path(args.out) / name
+    out_dir = Path(args.out) / (name if args.seeds is None else f"{name}_seed{args.seed}")
     result = train(model_config, config, args.text, out_dir, overwrite=True)
     params = load_gpt(out_dir / "last.pt").model.num_params()
     if args.device.startswith("cuda"):
@@ -153,6 +160,51 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def paired_summary(rows: list[dict], key: str = "val_loss") -> str:
+    """Per-seed ``key`` of every model and the paired difference (model - MLP), mean and 95 % t interval.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of :func:`run_one` with ``model`` and ``seed``; the MLP must be among them.
+    key : str
+        The measurement compared (``val_loss``, or ``equal_time_val_loss`` when present).
+
+    Returns
+    -------
+    str
+        A Markdown table and one line per non-MLP model.
+    """
+    import statistics
+
+    from scipy import stats
+
+    seeds = sorted({r["seed"] for r in rows})
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    val = {(r["model"], r["seed"]): r[key] for r in rows}
+    lines = [
+        f"| seed | {' | '.join(models)} | " + " | ".join(f"{m} - mlp" for m in models if m != "mlp") + " |",
+        "|---:|" + "---:|" * (2 * len(models) - 1),
+    ]
+    for s in seeds:
+        cells = [f"{val[(m, s)]:.4f}" for m in models]
+        diffs = [f"{val[(m, s)] - val[('mlp', s)]:+.4f}" for m in models if m != "mlp"]
+        lines.append(f"| {s} | " + " | ".join(cells + diffs) + " |")
+    lines.append("")
+    for m in models:
+        if m == "mlp":
+            continue
+        d = [val[(m, s)] - val[("mlp", s)] for s in seeds]
+        mean = statistics.fmean(d)
+        if len(d) > 1:
+            half = stats.t.ppf(0.975, len(d) - 1) * statistics.stdev(d) / len(d) ** 0.5
+            ci = f"95 % CI [{mean - half:+.4f}, {mean + half:+.4f}] (t, {len(d) - 1} dof)"
+        else:
+            ci = "no interval from one seed"
+        lines.append(f"{key}: {m} - mlp over {len(d)} seeds: mean {mean:+.4f}, {ci}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--text", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "shakespeare.txt"))
@@ -163,6 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--eval-interval", type=int, default=100)
     p.add_argument("--eval-iters", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default=None, help="Comma-separated seeds (e.g. 0,1,2): every model once per seed, then a paired summary.")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=0, help="torch threads per run (0: torch's default).")
     p.add_argument("--time-steps", type=int, default=0, help="Only time N training steps per model, interleaved (no training run).")
@@ -178,19 +231,35 @@ def main(argv: list[str] | None = None) -> None:
         return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    passthrough = [a for a in (argv if argv is not None else sys.argv[1:])]
-    for name in args.models.split(","):
+    names = args.models.split(",")
+    for name in names:
         if name not in MODELS:
             p.error(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
-        proc = subprocess.run([sys.executable, __file__, *passthrough, "--one", name], capture_output=True, text=True)
-        if proc.returncode:
-            sys.exit(f"{name} failed:\n{proc.stderr[-2000:]}")
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    md = table(rows)
+    try:
+        seeds = [args.seed] if args.seeds is None else [int(v) for v in args.seeds.split(",")]
+    except ValueError:
+        p.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    if args.seeds is not None and "mlp" not in names:
+        p.error("--seeds compares every model with the MLP; include mlp in --models")
+    rows = []
+    passthrough = [a for a in (argv if argv is not None else sys.argv[1:])]
+    for seed in seeds:
+        for name in names:
+            cmd = [sys.executable, __file__, *passthrough, "--one", name, "--seed", str(seed)]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode:
+                sys.exit(f"{name} (seed {seed}) failed:\n{proc.stderr[-2000:]}")
+            row = json.loads(proc.stdout.strip().splitlines()[-1])
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            with open(out / "results.jsonl", "a" if len(rows) > 1 else "w") as f:
+                f.write(json.dumps(row) + "\n")
+    md = "\n\n".join(table([r for r in rows if r["seed"] == s]) for s in seeds)
+    if args.seeds is not None:
+        for r in rows:  # equal wall time per seed: that seed's shortest run
+            t_equal = min(q["train_s"] for q in rows if q["seed"] == r["seed"])
+            r["equal_time_val_loss"] = loss_at_time(r["curve"], t_equal)
+        md += "\n\n" + paired_summary(rows) + "\n\n" + paired_summary(rows, "equal_time_val_loss")
     (out / "table.md").write_text(md + "\n")
     print(md)
 
