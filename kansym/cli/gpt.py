@@ -20,7 +20,7 @@ _TRAIN_FIELDS = {
     "device": "device", "dtype": "dtype", "compile": "compile", "lamb": "lamb", "mu1": "mu1", "mu2": "mu2",
     "ortho_lambda": "ortho_lambda", "ortho_kind": "ortho_kind", "wo_decay": "wo_decay",
 }
-_MODEL_OPTIONS = ("ffn", "basis", "grid_size", "degree", "kan_hidden", "n_layer", "n_head", "n_embd", "block_size", "dropout")
+_MODEL_OPTIONS = ("ffn", "basis", "grid_size", "degree", "kan_hidden", "kan_rank", "n_layer", "n_head", "n_embd", "block_size", "dropout")
 
 
 @click.group("gpt")
@@ -43,6 +43,7 @@ def gpt_group() -> None:
 @click.option("--grid-size", default=5, show_default=True, help="Grid intervals (bspline, rbf) or frequencies (fourier).")
 @click.option("--degree", default=3, show_default=True, help="Spline order (bspline) or polynomial degree (chebyshev, poly).")
 @click.option("--kan-hidden", default=None, type=int, help="KAN FFN hidden width [default: match the MLP's parameters].")
+@click.option("--rank", "kan_rank", default=None, type=int, help="Factorise the KAN FFN coefficients through this rank (1..min(hidden, n_embd)) [default: full].")
 @click.option("--n-layer", default=4, show_default=True)
 @click.option("--n-head", default=4, show_default=True)
 @click.option("--n-embd", default=128, show_default=True)
@@ -91,7 +92,7 @@ def train_command(ctx, text, out_dir, resume, force, quiet, no_amp, compile_, **
         given.add("compile")
     model_config = KANGPTConfig(
         ffn=opts["ffn"], kan_basis=opts["basis"], kan_grid_size=opts["grid_size"], kan_degree=opts["degree"],
-        kan_hidden=opts["kan_hidden"], n_layer=opts["n_layer"], n_head=opts["n_head"], n_embd=opts["n_embd"],
+        kan_hidden=opts["kan_hidden"], kan_rank=opts["kan_rank"], n_layer=opts["n_layer"], n_head=opts["n_head"], n_embd=opts["n_embd"],
         block_size=opts["block_size"], dropout=opts["dropout"], seed=opts["seed"],
     )
     fields = {f: opts[o] for o, f in _TRAIN_FIELDS.items()}

@@ -55,14 +55,18 @@ def match_kan_hidden(
     degree: int = 3,
     residual: bool = False,
     bias: bool = False,
+    rank: int | None = None,
 ) -> int:
     """KAN FFN hidden width whose parameter count matches an MLP FFN's.
 
     MLP FFN (``d -> h_m -> d``): ``2 d h_m`` weights (+ ``h_m + d`` biases). KAN FFN
     (``d -> h -> d``, two KAN layers): ``2 d h (K + 2)`` (coefficients, ``w_b``, ``w_s``),
-    plus ``d^2`` for the linear shortcut of ``kan-residual``. Returns the integer ``h``
-    closest to equality (at least 1); the mismatch is below ``d (K + 2)`` parameters,
-    i.e. under 5 % for any ``mlp_hidden >= 10 (K + 2)``.
+    plus ``d^2`` for the linear shortcut of ``kan-residual``. Factorised through rank
+    ``r`` (:class:`kansym.gpt.ffn.LowRankKANLayer`: ``w_b``, ``U``, ``V`` per layer):
+    ``d h + r (h + d K)`` plus ``h d + r (d + h K)``, i.e. ``2 d h + r (d + h) (K + 1)``.
+    Returns the integer ``h`` closest to equality (at least 1); the mismatch is below
+    half the parameters of one hidden unit, ``d (K + 2)`` (full) or ``d + r (K + 1) / 2``
+    (factorised), i.e. under 5 % for any ``mlp_hidden >= 10 (K + 2)``.
 
     Parameters
     ----------
@@ -75,6 +79,8 @@ def match_kan_hidden(
         Count the ``kan-residual`` linear shortcut.
     bias : bool
         Whether the MLP has biases.
+    rank : int, optional
+        Rank of a factorised KAN FFN; None: full coefficient tensors.
 
     Returns
     -------
@@ -83,8 +89,11 @@ def match_kan_hidden(
     target = 2 * n_embd * mlp_hidden + (mlp_hidden + n_embd if bias else 0)
     if residual:
         target -= n_embd * n_embd
-    per_unit = 2 * n_embd * (n_basis(basis, grid_size, degree) + 2)
-    return max(1, round(target / per_unit))
+    k = n_basis(basis, grid_size, degree)
+    if rank is None:
+        return max(1, round(target / (2 * n_embd * (k + 2))))
+    fixed = rank * n_embd * (k + 1)  # the part of r (d + h) (K + 1) that does not grow with h
+    return max(1, round((target - fixed) / (2 * n_embd + rank * (k + 1))))
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,11 @@ class KANGPTConfig(PlainConfig):
         whose parameter count matches the MLP's (:func:`match_kan_hidden`), as does an
         entry 0. Stored as a tuple of length ``n_layer`` (0 for MLP layers); pruning
         shrinks it.
+    kan_rank : int or None
+        Factorise every KAN FFN's coefficient tensors through rank ``r``
+        (:class:`kansym.gpt.ffn.LowRankKANLayer`); None: full tensors. Between 1 and
+        ``min(h, n_embd)`` for every KAN layer's hidden width ``h`` (the smaller full rank
+        of its two layers); matched hidden widths account for it.
     seed : int
         Seed of the initialisation (private generator).
     head_order : sequence of sequences of int or None
@@ -144,6 +158,7 @@ class KANGPTConfig(PlainConfig):
     kan_degree: int = 3
     kan_grid_range: tuple[float, float] = (-2.0, 2.0)
     kan_hidden: Any = None
+    kan_rank: int | None = None
     seed: int = 0
     head_order: Any = None
 
@@ -163,9 +178,25 @@ class KANGPTConfig(PlainConfig):
         if len(grid_range) != 2 or not grid_range[0] < grid_range[1]:
             raise ConfigError(f"kan_grid_range must be two increasing numbers, got {self.kan_grid_range}")
         object.__setattr__(self, "kan_grid_range", grid_range)
+        if self.kan_rank is not None:
+            if isinstance(self.kan_rank, bool) or int(self.kan_rank) != self.kan_rank or self.kan_rank < 1:
+                raise ConfigError(f"kan_rank must be a positive integer (or None for full KAN layers), got {self.kan_rank}")
+            object.__setattr__(self, "kan_rank", int(self.kan_rank))
         kinds = parse_ffn(self.ffn, self.n_layer)
         object.__setattr__(self, "ffn", kinds)
+        hidden_given = self.kan_hidden
         object.__setattr__(self, "kan_hidden", self._resolve_hidden(kinds))
+        if self.kan_rank is not None and self.kan_rank > self.n_embd:
+            raise ConfigError(f"kan_rank {self.kan_rank} exceeds n_embd {self.n_embd}, the largest full rank of a KAN FFN; use 1..{self.n_embd}")
+        if self.kan_rank is not None:
+            given = [hidden_given] * self.n_layer if hidden_given is None or isinstance(hidden_given, int) else list(hidden_given)
+            for kind, h, g in zip(kinds, self.kan_hidden, given):
+                if kind != "mlp" and self.kan_rank > h:
+                    matched = " (the width that matches the MLP's parameters at this rank)" if not g else ""
+                    raise ConfigError(
+                        f"kan_rank {self.kan_rank} exceeds the full rank {h} of a KAN FFN with hidden width {h}{matched}; "
+                        f"use a rank of at most {h}, or a wider --kan-hidden"
+                    )
         if self.head_order is not None:
             order = tuple(tuple(int(h) for h in layer) for layer in self.head_order)
             if len(order) != self.n_layer or any(sorted(o) != list(range(self.n_head)) for o in order):
@@ -208,6 +239,7 @@ class KANGPTConfig(PlainConfig):
             degree=self.kan_degree,
             residual=residual,
             bias=self.bias,
+            rank=self.kan_rank,
         )
 
 

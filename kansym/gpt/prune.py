@@ -210,10 +210,16 @@ def unit_strengths(
 
 
 def _slice_layer(sd: dict, prefix: str, index: torch.Tensor, dim: int) -> None:
-    for name in _EDGE_TENSORS:
+    """Keep the outputs (``dim=0``) or inputs (``dim=1``) ``index`` of the KAN layer at ``prefix``."""
+    if f"{prefix}.coef_in" in sd:  # LowRankKANLayer: U (out, r) holds the outputs, V (r, in, K) the inputs
+        names = ("scale_base", "coef_out") if dim == 0 else ("scale_base", "coef_in")
+        grid = f"{prefix}.basis_fn.grid"
+    else:
+        names = _EDGE_TENSORS
+        grid = f"{prefix}.grid"
+    for name in names:
         key = f"{prefix}.{name}"
         sd[key] = sd[key].index_select(dim, index).clone()
-    grid = f"{prefix}.grid"
     if dim == 1 and grid in sd:  # a B-spline grid is per input feature: (in, G + 2k + 1)
         sd[grid] = sd[grid].index_select(0, index).clone()
 
@@ -229,8 +235,10 @@ def prune_gpt(
 ) -> GPTPruneResult:
     """Remove the KAN FFN hidden units whose incoming or outgoing score is below ``theta``.
 
-    Every KAN FFN keeps at least its strongest unit (``min(I, O)`` largest). MLP
-    layers, attention and embeddings are unchanged; the input model is not modified.
+    Every KAN FFN keeps at least its strongest unit (``min(I, O)`` largest), a
+    factorised one (``config.kan_rank = r``) its ``r`` strongest units, so that its rank
+    stays within its full rank. MLP layers, attention and embeddings are unchanged;
+    the input model is not modified.
 
     Parameters
     ----------
@@ -268,8 +276,9 @@ def prune_gpt(
     for layer, ffn in ffns:
         strength = strengths[layer]  # (h,)
         keep = torch.nonzero(strength > theta).flatten()
-        if keep.numel() == 0:
-            keep = strength.argmax().reshape(1)
+        floor = model.config.kan_rank or 1  # a factorised FFN keeps rank <= width (KANGPTConfig.kan_rank)
+        if keep.numel() < floor:
+            keep = torch.sort(torch.topk(strength, min(floor, strength.numel())).indices).values
         _slice_layer(sd, f"blocks.{layer}.ffn.fc", keep, 0)
         _slice_layer(sd, f"blocks.{layer}.ffn.proj", keep, 1)
         kept[layer] = keep.tolist()
