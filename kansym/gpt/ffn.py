@@ -299,5 +299,6 @@ def sparsity_penalty(model: nn.Module, *, mu1: float = 1.0, mu2: float = 1.0) ->
             term = mu1 * l1 + mu2 * entropy
             total = term if total is None else total + term
     if total is None:
-        return torch.zeros(())
+        param = next(model.parameters(), None)
+        return torch.zeros((), device=None if param is None else param.device)
     return total
