@@ -9,7 +9,10 @@ For each equation of a CSV in the format of ``shared/data/feynman/equations.csv`
    gets Gaussian noise of standard deviation ``L * RMS(y)`` (SRBench's noise model,
    La Cava et al. 2021, §4);
 2. run the public pipeline exactly as ``kansym fit`` does (:func:`kansym.pipeline.discover`
-   with the defaults of ``DiscoverConfig``, which are ``kansym fit``'s);
+   with the defaults of ``DiscoverConfig``, which are ``kansym fit``'s); the CSV's units
+   (``v1_units``, ..., ``output_units``) are given as ``kansym fit --units`` gives them, so
+   the law is first reduced to dimensionless groups (:func:`kansym.dimensional.discover_with_units`,
+   AI Feynman's first step); ``--no-units`` runs without them;
 3. check exact recovery with :func:`kansym.symbolic.verify.is_exact_recovery` (SRBench:
    floats rounded to 3 significant digits, difference or ratio to the truth constant)
    and the formula's R² on the held-out rows (noise-free targets).
@@ -43,6 +46,10 @@ import numpy as np
 import pandas as pd
 import sympy
 
+# import kansym from the tree this script lives in (an exported copy of a commit measures that
+# commit, not the editable install of the working tree)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 DEFAULT_EQUATIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "feynman" / "equations.csv"
 VERIFY_GRACE = 30.0  # seconds allowed after the time limit for the recovery check
 # names in the equations' text that mean functions, not variables
@@ -62,6 +69,8 @@ class Equation:
     names: tuple[str, ...]
     lows: tuple[float, ...]
     highs: tuple[float, ...]
+    units: tuple[str, ...] = ()  # one per variable (``v1_units``, ...), empty if the CSV has none
+    output_units: str | None = None
 
     def truth(self) -> sympy.Expr:
         """The law as sympy, every variable an explicit real Symbol (``I``, ``gamma``,
@@ -88,15 +97,19 @@ def load_equations(path: Path) -> list[Equation]:
     out = []
     for k, row in enumerate(df.itertuples(index=False)):
         row = row._asdict()
-        names, lows, highs = [], [], []
+        names, lows, highs, units = [], [], [], []
         v = 1
         while f"v{v}_name" in row and isinstance(row[f"v{v}_name"], str):
             names.append(row[f"v{v}_name"])
             lows.append(float(row[f"v{v}_low"]))
             highs.append(float(row[f"v{v}_high"]))
+            units.append(row.get(f"v{v}_units"))
             v += 1
+        out_units = row.get("output_units")
+        has_units = isinstance(out_units, str) and all(isinstance(u, str) for u in units)
         out.append(Equation(k, str(row["id"]), str(row["output"]), str(row["formula"]),
-                            tuple(names), tuple(lows), tuple(highs)))
+                            tuple(names), tuple(lows), tuple(highs),
+                            tuple(units) if has_units else (), out_units if has_units else None))
     return out
 
 
@@ -104,6 +117,7 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
     """Sample, discover, verify one equation (runs inside a worker process)."""
     import torch
 
+    from kansym.dimensional import discover_with_units
     from kansym.pipeline import DiscoverConfig, discover
     from kansym.symbolic.verify import is_exact_recovery, r2_score
 
@@ -118,7 +132,13 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         sigma = args.noise * float(np.sqrt(np.mean(y**2)))
         y_fit = y + rng.normal(0.0, sigma, size=y.shape)
     t0 = time.perf_counter()
-    result = discover(x, y_fit[:, None], list(eq.names), [eq.output], DiscoverConfig(seed=args.seed), progress=False)
+    use_units = args.units and eq.output_units is not None
+    if use_units:  # the units of the equations CSV, given to the public API as a user would
+        units = {**dict(zip(eq.names, eq.units)), eq.output: eq.output_units}
+        result = discover_with_units(x, y_fit, list(eq.names), eq.output, units, DiscoverConfig(seed=args.seed),
+                                     progress=False)
+    else:
+        result = discover(x, y_fit[:, None], list(eq.names), [eq.output], DiscoverConfig(seed=args.seed), progress=False)
     seconds = time.perf_counter() - t0
     formula = result.formulas[0]
     with np.errstate(all="ignore"):
@@ -135,9 +155,11 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         "complexity": int(sympy.count_ops(formula.expr)),
         "seconds": round(seconds, 2),
         "seconds_by_stage": {k: round(v, 2) for k, v in result.seconds.items()},
-        "width_pruned": list(result.prune_result.model.width),
+        "width_pruned": None if result.prune_result is None else list(result.prune_result.model.width),
         "runs": result.runs,
-        "space": result.pruned.meta.get("space"),
+        "space": None if result.pruned is None else result.pruned.meta.get("space"),
+        "units": use_units,
+        "reduction": None if not use_units or result.reduction is None else result.reduction.to_dict(),
         "timed_out": seconds > args.time_limit,
     }
 
@@ -243,6 +265,7 @@ def summary(rows: list[dict], equations: list[Equation], args: argparse.Namespac
         f"command: `python bench/feynman.py {' '.join(sys.argv[1:])}`",
         f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; machine: {platform.machine()}, "
         f"{mp.cpu_count()} CPUs, {args.jobs} job(s), 1 torch thread each",
+        f"units {'given (dimensional analysis first)' if args.units else 'not given (--no-units)'}; "
         f"noise {args.noise}, {args.rows} rows (+{args.test_rows} held out), time limit {args.time_limit:g} s, seed {args.seed}",
         "",
     ]
@@ -280,6 +303,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--peer", choices=["none", "pykan"], default="none",
                    help="also run a peer on the same rows with the same time limit (pykan: pip install -e .[bench])")
+    p.add_argument("--no-units", dest="units", action="store_false",
+                   help="do not give the CSV's units to the pipeline (default: given, as AI Feynman gets them; "
+                        "the law is then reduced to dimensionless groups first, kansym.dimensional)")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON lines to this file")
     p.add_argument("--summary", type=Path, default=None, help="also write the Markdown summary to this file")
     args = p.parse_args(argv)
@@ -304,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         equations = [known[w] for w in wanted]
     # import the pipeline once, before the workers fork: every equation runs the same code
     # even if the source tree changes during a long run, and no worker pays the imports
+    import kansym.dimensional  # noqa: F401
     import kansym.pipeline  # noqa: F401
     import kansym.symbolic.verify  # noqa: F401
 

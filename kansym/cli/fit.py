@@ -203,10 +203,11 @@ def model_options(fn):
 @click.option("--plots", default=None, type=click.Path(file_okay=False), help="Also write diagram.png, report.png and curves.png of the run in this directory.")
 @click.option("--finetune-steps", default=None, type=int, help="LBFGS steps of the fine-tuning after pruning.  [default: 20]")
 @click.option("--backend", type=click.Choice(["kan", "pysr"]), default="kan", show_default=True, help="kan: KAN pipeline; pysr: whole-formula search with PySR (pip install 'kansym[pysr]'; needs Julia), writes formula.json/.tex only.")
+@click.option("--units", default=None, help="Units of every input and the target: a CSV (column,unit) or JSON ({\"column\": \"unit\"}) file, or inline \"v=m/s,c=m/s,E=kg*m^2/s^2\"; the law is first reduced to dimensionless groups (AI Feynman's dimensional analysis).")
 @common_options
 @click.pass_context
 @run_safely
-def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, theta, space, lib, r2_threshold, out_dir, force, plots, finetune_steps, backend, seed, device, quiet):
+def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, theta, space, lib, r2_threshold, out_dir, force, plots, finetune_steps, backend, units, seed, device, quiet):
     """Find the law in DATA (a CSV): train a KAN, prune it, symbolify it.
 
     Prints the formula (LaTeX) and its R², and writes OUT_DIR/model.pt,
@@ -232,6 +233,9 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
     prepare_out_dir(out, outputs, force=force, protect=protect, create=False)
     resumed, config = _load_resume(resume, config, ctx)
     table = read_table(path, target, input_names, dropna=dropna)  # notices go to the log (stderr)
+    if units is not None:
+        return _fit_with_units(table, units, config, out, outputs, force=force, protect=protect, plots=plots,
+                               quiet=quiet, theta=theta, data=str(path), backend=backend, resume=resume)
     if backend == "pysr":
         from kansym.cli.report import fit_with_pysr
 
@@ -271,6 +275,65 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
         from kansym.cli.plot import write_run_plots
 
         write_run_plots(result, Path(plots), quiet=quiet)
+
+
+def _fit_with_units(table, units, config, out: Path, outputs, *, force, protect, plots, quiet, theta, data, backend, resume):
+    """``kansym fit --units``: dimensional reduction, discovery on the groups, formula in the columns."""
+    from kansym.cli.report import formula_record, print_formulas, write_formula_files
+    from kansym.dimensional import discover_with_units
+    from kansym.units import read_units, read_units_table
+
+    if backend != "kan":
+        raise ConfigError("--units works with the kan backend only")
+    if resume is not None:
+        raise ConfigError("--units cannot be combined with --resume; run the fit again")
+    if table.d_out != 1:
+        raise ConfigError("--units takes one target column")
+    columns = [*table.input_names, *table.target_names]
+    read_units(units, columns)  # one-line error naming a missing column or an unreadable unit
+    table_units = {c: read_units_table(units)[c] for c in columns}
+    _announce(table, config, True, None)  # only the row check: what is trained depends on the groups
+    if not quiet:
+        click.echo(f"reducing {table.target_names[0]}({', '.join(table.input_names)}) to dimensionless groups, "
+                   f"then discovering on {table.n_rows} rows (Ctrl-C stops, nothing is written)", err=True)
+    try:
+        result = discover_with_units(table.x, table.y, table.input_names, table.target_names[0], table_units, config,
+                                     progress=None if not quiet else False)
+    except FitError as exc:
+        raise CLIError(f"{exc}; nothing was written to {out}") from exc
+    except KeyboardInterrupt:
+        click.echo("interrupted; nothing was written (run the command again)", err=True)
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+    written = ["formula.json", "formula.tex"] + (outputs[:2] + ["graph.json"] if result.trained is not None else [])
+    prepare_out_dir(out, written, force=force, protect=protect)
+    extra = {"inputs": list(table.input_names), "units": result.units,
+             "reduction": None if result.reduction is None else result.reduction.to_dict(),
+             "seconds": {k: round(v, 3) for k, v in result.seconds.items()}, "data": data}
+    if result.trained is not None:
+        result.trained.save(out / "model.pt", protect=protect)
+        result.pruned.save(out / "pruned.pt", protect=protect)
+        from kansym.graph.io import write_json
+
+        write_json(result.graph, out / "graph.json")
+        extra.update(width_trained=list(result.trained.model.width), width_pruned=list(result.prune_result.model.width))
+    write_formula_files(out, formula_record(result.formulas[0], result.pruned, result.symbolic, extra=extra))
+    if not quiet and result.reduction is not None:
+        red = result.reduction.to_dict()
+        groups = ", ".join(f"{k} = {v}" for k, v in red["groups"].items()) or "none"
+        click.echo(f"units: {table.target_names[0]} = {red['monomial']} * f(groups); groups: {groups}", err=True)
+        if result.trained is not None:
+            click.echo(f"model (on the groups): {list(result.trained.model.width)} -> pruned "
+                       f"{list(result.prune_result.model.width)} (theta={theta})", err=True)
+    print_formulas(result.formulas)
+    if not quiet:
+        click.echo(f"wrote {', '.join(written)} in {out}", err=True)
+    if plots is not None:
+        if result.trained is None:
+            click.echo("no plots: the law is a constant times a monomial, no KAN was trained", err=True)
+        else:
+            from kansym.cli.plot import write_run_plots
+
+            write_run_plots(result, Path(plots), quiet=quiet)
 
 
 @click.command("train")

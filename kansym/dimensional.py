@@ -1,0 +1,241 @@
+"""Formula discovery with physical units: reduce to dimensionless groups, discover, map back.
+
+:func:`discover_with_units` is :func:`kansym.pipeline.discover` preceded by AI Feynman's
+dimensional analysis (Udrescu & Tegmark 2020, Sci. Adv. 6:eaay2631, "Dimensional
+analysis"; :func:`kansym.units.analyze`): ``y = prod x^p * f(pi_1, ..., pi_k)`` with
+dimensionless groups ``pi_j``, so the KAN learns ``f`` of ``k < d`` inputs, and with no
+group at all (or a target that is a pure monomial) ``f`` is a constant, fitted and snapped
+without a KAN. The result looks like :func:`~kansym.pipeline.discover`'s: formulas,
+Pareto front and R² in the original columns (docs/algorithms.md, "Dimensional analysis").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
+
+import networkx as nx
+import numpy as np
+import sympy
+
+from kansym.errors import DataError
+from kansym.formula import Formula, split_holdout
+from kansym.pipeline import DiscoverConfig, Discovery, discover
+from kansym.symbolic.compose import lambdify_formula
+from kansym.symbolic.pareto import expression_complexity, pareto_front
+from kansym.symbolic.refine import refine, simplify_formula
+from kansym.symbolic.verify import fidelity, r2_score
+from kansym.transform import interaction_r2
+from kansym.units import Reduction, analyze, parse_unit
+
+__all__ = ["UnitsDiscovery", "discover_with_units", "CONSTANT_R2", "TRY_CONSTANT_R2"]
+
+log = logging.getLogger("kansym")
+
+CONSTANT_R2 = 1 - 1e-9  # a monomial this close to the data is the law: no KAN is trained
+TRY_CONSTANT_R2 = 0.99  # a monomial this close is also tried against the KAN's formula
+NULL_R2 = 0.05  # share of the variance of y / x^p a fit on the groups may explain when they play no role
+
+
+@dataclass(frozen=True)
+class UnitsDiscovery(Discovery):
+    """:class:`~kansym.pipeline.Discovery` plus the dimensional reduction used.
+
+    ``formulas`` are in the original columns. ``trained``, ``pruned``, ``prune_result``,
+    ``symbolic`` and ``graph`` describe the KAN trained on the groups (its inputs are
+    ``reduction.group_names``, its target ``y / prod x^p``); they are None when the law
+    was a monomial times a constant and no KAN was needed (``runs == 0``).
+    """
+
+    reduction: Reduction | None = None
+    units: dict | None = None
+
+
+def _symbols(names: Sequence[str], x: np.ndarray) -> list[sympy.Symbol]:
+    """Original-column symbols; positive where the column is (lets sympy merge powers)."""
+    return [sympy.Symbol(n, positive=True) if np.all(x[:, i] > 0) else sympy.Symbol(n, real=True)
+            for i, n in enumerate(names)]
+
+
+def _predict(expr: sympy.Expr, symbols, x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return lambdify_formula(expr, symbols)(x)
+
+
+def discover_with_units(
+    x: np.ndarray,
+    y: np.ndarray,
+    input_names: Sequence[str],
+    target: str,
+    units: Mapping[str, str | Mapping],
+    config: DiscoverConfig | None = None,
+    *,
+    progress: bool | None = None,
+) -> UnitsDiscovery:
+    """Discover ``y(x)`` after a dimensional reduction (Buckingham pi, AI Feynman).
+
+    Parameters
+    ----------
+    x : ndarray (N, d), CSV units
+    y : ndarray (N,) or (N, 1)
+    input_names : sequence of str
+    target : str
+    units : mapping
+        Unit of every input and of the target, as strings (:func:`kansym.units.parse_unit`)
+        or parsed dicts.
+    config : DiscoverConfig, optional
+    progress : bool, optional
+
+    Returns
+    -------
+    UnitsDiscovery
+        With ``reduction=None`` when the units are inconsistent (the target's units cannot
+        be made from the inputs'; logged as a warning) or when nothing is reduced: then
+        the plain :func:`~kansym.pipeline.discover` ran on the original columns.
+
+    Raises
+    ------
+    DataError
+        A missing or unreadable unit (one line, naming the column), or bad data.
+    ConfigError, FitError
+        As :func:`~kansym.pipeline.discover`.
+    """
+    config = config or DiscoverConfig()
+    names = list(input_names)
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64).reshape(x.shape[0], -1)
+    if y.shape[1] != 1:
+        raise DataError(f"discovery with units takes one target, got {y.shape[1]}")
+    missing = [c for c in [*names, target] if c not in units]
+    if missing:
+        raise DataError(f"no unit given for column(s) {', '.join(missing)}; every input and the target need one")
+    parsed = {c: (parse_unit(units[c]) if isinstance(units[c], str) else dict(units[c])) for c in [*names, target]}
+    text = {c: (units[c] if isinstance(units[c], str) else str(units[c])) for c in [*names, target]}
+    fit_idx, test_idx = split_holdout(x.shape[0], config.holdout, config.seed)
+    n_test = 0 if test_idx is None else len(test_idx)
+    test_idx = fit_idx if test_idx is None else test_idx
+    yv = y[:, 0]
+    red = analyze(names, [parsed[n] for n in names], parsed[target], x[fit_idx], yv[fit_idx])
+
+    def plain(reason: str | None) -> UnitsDiscovery:
+        if reason:
+            log.warning("%s; discovering without a dimensional reduction", reason)
+        res = discover(x, y, names, [target], config, progress=progress)
+        return UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=None, units=text)
+
+    if red is None:
+        return plain(f"the units of {target} cannot be made from those of {', '.join(names)} (inconsistent units)")
+    if red.trivial:
+        return plain(None)
+    symbols = _symbols(names, x)
+    # the monomial closest to the data: a law that is a constant times a monomial needs no KAN
+    best_q, best_r2 = None, -np.inf
+    for q in red.monomials():
+        r = red.with_p(q)
+        _, yq = r.reduce(x[fit_idx], yv[fit_idx])
+        if not np.all(np.isfinite(yq)):
+            continue
+        r2 = r2_score(yv[fit_idx], np.median(yq) * (yv[fit_idx] / yq))
+        if r2 > best_r2 + 1e-12:
+            best_q, best_r2 = q, r2
+    g, yp = red.reduce(x, yv)
+    if not (np.all(np.isfinite(g)) and np.all(np.isfinite(yp))):
+        if best_q is None:
+            return plain("the dimensionless groups are not finite on these rows (zero or negative values)")
+        g = None
+    constant = None
+    if best_q is not None and (not red.groups or g is None or best_r2 >= TRY_CONSTANT_R2):
+        constant = _constant(red.with_p(best_q), x, yv, fit_idx, test_idx, n_test, symbols, target, text)
+        if best_r2 >= CONSTANT_R2 or (g is not None and red.groups and _groups_explain_nothing(red.with_p(best_q), x[fit_idx], yv[fit_idx])):
+            return _logged(constant)
+        if not red.groups or g is None:
+            if best_r2 >= TRY_CONSTANT_R2:
+                return _logged(constant)
+            return plain(f"{target} is not a constant times {red.monomial(symbols)} (R² {best_r2:.4f}) although "
+                         "the units allow nothing else: a unit is wrong or a variable is missing")
+    t0 = time.perf_counter()
+    res = discover(g, yp[:, None], list(red.group_names), [target], config, progress=progress)
+    formulas = tuple(_map_back(f, res, red, x, yv, fit_idx, test_idx, symbols) for f in res.formulas)
+    out = UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=red, units=text)
+    out = replace(out, formulas=formulas)
+    if constant is not None:
+        fc, fk = constant.formulas[0], formulas[0]
+        # the monomial wins unless the KAN's formula leaves clearly less unexplained (held out)
+        if (1 - fc.r2_test) <= 1.1 * (1 - fk.r2_test) + 1e-12 or not np.isfinite(fk.r2_test):
+            return replace(_logged(constant), seconds={**out.seconds, "constant": constant.seconds["constant"],
+                                              "total": time.perf_counter() - t0})
+    return out
+
+
+def _groups_explain_nothing(red: Reduction, x: np.ndarray, y: np.ndarray) -> bool:
+    """Whether ``y / prod x^p`` is a constant plus noise: a smooth fit on the groups (Legendre
+    polynomials with pairwise products, :func:`kansym.transform.interaction_r2`) explains at
+    most ``NULL_R2`` of its variance (about what such a fit explains of pure noise)."""
+    g, yq = red.reduce(x, y)
+    return bool(np.std(yq) == 0 or interaction_r2(g, yq) <= NULL_R2)
+
+
+def _logged(result: UnitsDiscovery) -> UnitsDiscovery:
+    f = result.formulas[0]
+    if f.warning:
+        log.warning("%s: %s", f.target, f.warning)
+    return result
+
+
+def _constant(red: Reduction, x, y, fit_idx, test_idx, n_test, symbols, target, text) -> UnitsDiscovery:
+    """``y = C * prod x^p``: C from the median ratio, refit and snapped (:func:`kansym.symbolic.refine.refine`)."""
+    t0 = time.perf_counter()
+    mono = red.monomial(symbols)
+    _, yq = red.reduce(x[fit_idx], y[fit_idx])
+    raw = sympy.Float(float(np.median(yq))) * mono
+    space = "log" if np.all(y[fit_idx] > 0) else "linear"
+    expr = refine(raw, symbols, x[fit_idx], y[fit_idx], loss_space=space)
+    if not np.all(np.isfinite(_predict(expr, symbols, x[fit_idx]))):
+        expr = raw
+    y_model_fit = _predict(raw, symbols, x[fit_idx])
+    fid = fidelity(lambdify_formula(expr, symbols), x[fit_idx], y[fit_idx], y_model_fit)
+    front = pareto_front([raw], expr, symbols, x[test_idx], y[test_idx])
+    formula = Formula(
+        expr=expr, raw=raw, symbols=tuple(symbols), fidelity=fid, target=target,
+        r2_test=next(e.r2 for e in front if e.chosen),
+        r2_model_test=r2_score(y[test_idx], _predict(raw, symbols, x[test_idx])),
+        n_test=n_test,
+        front=front,
+    )
+    const_red = Reduction(red.names, red.dims, red.p, (), ())
+    return UnitsDiscovery(trained=None, pruned=None, prune_result=None, symbolic=None, formulas=(formula,),
+                          graph=nx.DiGraph(), seconds={"constant": time.perf_counter() - t0}, runs=0,
+                          reduction=const_red, units=text)
+
+
+def _map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_idx, symbols) -> Formula:
+    """A formula in the groups -> the same in the original columns, re-verified there."""
+    mono = red.monomial(symbols)
+    groups = dict(zip(red.group_names, red.group_exprs(symbols)))
+
+    def back(e: sympy.Expr, simplify: bool = True) -> sympy.Expr:
+        e = sympy.sympify(e)
+        sub = {s: groups[s.name] for s in e.free_symbols if s.name in groups}
+        out = e.xreplace(sub) * mono
+        return simplify_formula(sympy.powsimp(out)) if simplify else out
+
+    expr, raw = back(f.expr), back(f.raw, simplify=False)
+    if not np.all(np.isfinite(_predict(expr, symbols, x[fit_idx]))):
+        expr = back(f.expr, simplify=False)
+    g_fit, _ = red.reduce(x[fit_idx])
+    g_test, _ = red.reduce(x[test_idx])
+    mono_fit = _predict(mono, symbols, x[fit_idx]) if mono != 1 else np.ones(len(fit_idx))
+    mono_test = _predict(mono, symbols, x[test_idx]) if mono != 1 else np.ones(len(test_idx))
+    y_model_fit = res.pruned.predict(g_fit)[:, 0] * mono_fit
+    y_model_test = res.pruned.predict(g_test)[:, 0] * mono_test
+    fid = fidelity(lambdify_formula(expr, symbols), x[fit_idx], y[fit_idx], y_model_fit)
+    cands = tuple(replace(c, expr=back(c.expr, simplify=False)) for c in f.candidates)
+    front = pareto_front([back(e.expr) if expression_complexity(e.expr) <= 60 else back(e.expr, False)
+                          for e in f.front if not e.chosen], expr, symbols, x[test_idx], y[test_idx])
+    return Formula(
+        expr=expr, raw=raw, symbols=tuple(symbols), fidelity=fid, target=f.target, candidates=cands,
+        r2_test=next(e.r2 for e in front if e.chosen), r2_model_test=r2_score(y[test_idx], y_model_test),
+        n_test=f.n_test, front=front,
+    )

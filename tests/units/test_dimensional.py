@@ -1,0 +1,116 @@
+"""Discovery with units (kansym.dimensional) and ``kansym fit --units``."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import sympy
+from click.testing import CliRunner
+
+from kansym.cli.main import cli
+from kansym.dimensional import discover_with_units
+from kansym.errors import DataError
+from kansym.symbolic.verify import is_exact_recovery
+
+CHARGE = "Charge, m^2 * s^(-2) * kg^1 * V^(-1)"
+COULOMB_UNITS = {"q1": CHARGE, "q2": CHARGE, "epsilon": "m^1 * s^(-2) * kg^1 * V^(-2)", "r": "m",
+                 "F": "Force, m^1 * s^(-2) * kg^1"}
+
+
+def _coulomb(n=400, seed=0):
+    x = np.random.default_rng(seed).uniform(1, 5, (n, 4))
+    return x, x[:, 0] * x[:, 1] / (4 * np.pi * x[:, 2] * x[:, 3] ** 2)
+
+
+def test_constant_case_recovers_coulomb_exactly_without_a_kan():
+    x, y = _coulomb()
+    res = discover_with_units(x, y, ["q1", "q2", "epsilon", "r"], "F", COULOMB_UNITS)
+    f = res.formulas[0]
+    q1, q2, eps, r = sympy.symbols("q1 q2 epsilon r", positive=True)
+    assert sympy.simplify(f.expr - q1 * q2 / (4 * sympy.pi * eps * r**2)) == 0
+    assert res.runs == 0 and res.trained is None  # a constant times a monomial: no KAN
+    assert f.r2_test == pytest.approx(1.0, abs=1e-12) and f.n_test == 80 and f.warning is None
+    assert [s.name for s in f.symbols] == ["q1", "q2", "epsilon", "r"]
+    np.testing.assert_allclose(f(x), y, rtol=1e-12)
+
+
+def test_constant_case_with_noise_snaps_the_constant():
+    x, y = _coulomb(2000, seed=1)
+    y = y + np.random.default_rng(2).normal(0, 0.01 * np.sqrt(np.mean(y**2)), y.shape)
+    f = discover_with_units(x, y, ["q1", "q2", "epsilon", "r"], "F", COULOMB_UNITS).formulas[0]
+    assert is_exact_recovery("q1*q2/(4*pi*epsilon*r**2)", f.expr, symbols=["q1", "q2", "epsilon", "r"])
+
+
+@pytest.mark.slow
+def test_wrong_units_fall_back_to_the_plain_pipeline(caplog):
+    # q2 in A*s: the units then say F cannot depend on q2, which the data deny
+    x, y = _coulomb(300)
+    units = {**COULOMB_UNITS, "q2": "A*s"}
+    with caplog.at_level("WARNING", logger="kansym"):
+        res = discover_with_units(x, y, ["q1", "q2", "epsilon", "r"], "F", units)
+    assert "a unit is wrong or a variable is missing" in caplog.text
+    assert res.reduction is None and res.runs >= 1
+    assert res.formulas[0].r2_test > 0.999
+
+
+def test_missing_unit_is_a_data_error():
+    x, y = _coulomb(50)
+    units = {k: v for k, v in COULOMB_UNITS.items() if k != "r"}
+    with pytest.raises(DataError, match="no unit given for column.*r"):
+        discover_with_units(x, y, ["q1", "q2", "epsilon", "r"], "F", units)
+
+
+@pytest.mark.slow
+def test_one_group_end_to_end_decay():
+    # d = L exp(-t / tau): the units leave one group t/tau; the KAN learns exp(-pi1)
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.uniform(1, 3, 600), rng.uniform(0.1, 2, 600), rng.uniform(1, 3, 600)])
+    y = x[:, 0] * np.exp(-x[:, 1] / x[:, 2])
+    res = discover_with_units(x, y, ["L", "t", "tau"], "d", {"L": "m", "t": "s", "tau": "s", "d": "m"})
+    f = res.formulas[0]
+    assert res.reduction.group_names == ("pi1",) and res.reduction.to_dict()["groups"] == {"pi1": "t/tau"}
+    assert is_exact_recovery("L*exp(-t/tau)", f.expr, symbols=["L", "t", "tau"]), f.expr
+    assert f.r2_test > 0.999999 and f.warning is None
+    assert res.pruned.input_names == ("pi1",)  # the KAN was trained on the group
+
+
+def _one_line_error(result, needle):
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert "Traceback" not in result.output and len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and needle in lines[0]
+
+
+@pytest.fixture()
+def coulomb_csv(tmp_path):
+    x, y = _coulomb(200)
+    path = tmp_path / "coulomb.csv"
+    pd.DataFrame({"q1": x[:, 0], "q2": x[:, 1], "epsilon": x[:, 2], "r": x[:, 3], "F": y}).to_csv(path, index=False)
+    return path
+
+
+def test_cli_units_file_writes_the_formula_and_the_units(coulomb_csv, tmp_path):
+    units = tmp_path / "units.json"
+    units.write_text(json.dumps(COULOMB_UNITS))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["fit", str(coulomb_csv), "--target", "F", "--units", str(units), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "sympy: q1*q2/(4*pi*epsilon*r**2)" in result.stdout
+    record = json.loads((out / "formula.json").read_text())
+    assert record["sympy"] == "q1*q2/(4*pi*epsilon*r**2)"
+    assert record["inputs"] == ["q1", "q2", "epsilon", "r"] and record["units"]["r"] == "m"
+    assert record["reduction"]["groups"] == {} and record["r2_test"] == pytest.approx(1.0)
+    assert not (out / "model.pt").exists()  # no KAN was needed
+
+
+@pytest.mark.parametrize("units, needle", [
+    ("q1=C,q2=C,epsilon=F/m,r=m", "no unit given for column(s) F"),
+    ("q1=C,q2=C,epsilon=F/m,r=m m,F=N", "cannot read the unit 'm m'"),
+    ("q1", "units file 'q1' not found"),
+])
+def test_cli_bad_units_are_one_line_errors(coulomb_csv, tmp_path, units, needle):
+    result = CliRunner().invoke(cli, ["fit", str(coulomb_csv), "--target", "F", "--units", units,
+                                      "-o", str(tmp_path / "o")])
+    _one_line_error(result, needle)
+    assert not (tmp_path / "o").exists()
