@@ -163,3 +163,27 @@ def test_cli_rank_trains_prunes_and_rejects_bad_ranks(text_file, tmp_path):
     for rank, needle in (("0", "positive integer"), ("-1", "positive integer"), ("17", "exceeds n_embd 16")):
         one_line_error(runner.invoke(cli, [*base, "--rank", rank, "-o", str(tmp_path / f"bad{rank}")]), needle)
         assert not (tmp_path / f"bad{rank}").exists()
+
+
+def test_factorised_model_is_causal():
+    model = KANGPT(tiny_config(ffn="kan-residual", kan_rank=3, kan_basis="rbf")).double().eval()
+    idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(0))
+    logits, _ = model(idx)
+    changed = idx.clone()
+    changed[:, 5] = (changed[:, 5] + 1) % 11
+    other, _ = model(changed)
+    assert torch.equal(other[:, :5], logits[:, :5]) and not torch.allclose(other[:, 5:], logits[:, 5:])
+
+
+def test_factorised_resume_continues_the_same_curve(text_file, tmp_path):
+    from kansym.gpt.train import train
+
+    from .conftest import tiny_train
+
+    model = tiny_config(ffn="kan", kan_rank=2)
+    config = tiny_train(max_iters=8, dtype="float64", lr_decay_iters=8, lamb=1e-3, eval_interval=4)
+    straight = train(model, config, text_file, tmp_path / "a")
+    train(model, config.replace(max_iters=4), text_file, tmp_path / "b")
+    resumed = train(None, config, text_file, tmp_path / "b", resume=True)
+    assert resumed.iter == 8 and abs(resumed.last_val_loss - straight.last_val_loss) < 1e-6
+    assert load_gpt(tmp_path / "b" / "last.pt").model.config.kan_rank == 2
