@@ -51,13 +51,19 @@ class KANRegressor:
         Rows the KAN trains on at most.
     seed : int
     device : str
+    units : mapping of str to str, or str, optional
+        Unit of every feature and of the target (``{"v": "m/s", "E": "kg*m^2/s^2"}``, a
+        CSV/JSON file, or inline ``"v=m/s,E=kg*m^2/s^2"``): the law is first reduced to
+        dimensionless groups (:func:`kansym.dimensional.discover_with_units`, AI
+        Feynman's dimensional analysis). None: no units.
 
     Attributes
     ----------
     formula_ : kansym.pipeline.Formula
         The discovered formula (after :meth:`fit`).
     discovery_ : kansym.pipeline.Discovery
-        Everything the pipeline produced (models, graph, timings).
+        Everything the pipeline produced (models, graph, timings); with ``units`` a
+        :class:`kansym.dimensional.UnitsDiscovery` (its models are on the groups).
     equations_ : pandas.DataFrame
         The Pareto front: ``complexity``, ``r2``, ``error``, ``sympy``, ``chosen``.
     feature_names_in_ : ndarray of str
@@ -76,7 +82,8 @@ class KANRegressor:
     def __init__(self, hidden: Sequence[int] = (5,), grid_size: int = 5, steps: int = 20, lamb: float = 0.2,
                  theta: float = 1e-2, space: str = "auto", library: Sequence[str] | None = None,
                  r2_threshold: float = 0.999, min_edge_r2: float = 0.9, holdout: float = 0.2,
-                 max_train_rows: int | None = 3000, seed: int = 0, device: str = "cpu") -> None:
+                 max_train_rows: int | None = 3000, seed: int = 0, device: str = "cpu",
+                 units: Any = None) -> None:
         self.hidden = hidden
         self.grid_size = grid_size
         self.steps = steps
@@ -90,6 +97,7 @@ class KANRegressor:
         self.max_train_rows = max_train_rows
         self.seed = seed
         self.device = device
+        self.units = units
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -172,7 +180,16 @@ class KANRegressor:
         names = list(names) if names is not None else [f"x{i}" for i in range(X.shape[1])]
         if len(names) != X.shape[1] or len(set(names)) != len(names):
             raise DataError(f"give {X.shape[1]} distinct feature names, got {names}")
-        result = discover(X, y[:, None], names, [target_name], self._config(), progress=False)
+        if self.units is not None:
+            from kansym.dimensional import discover_with_units
+            from kansym.units import read_units, read_units_table
+
+            read_units(self.units, [*names, target_name])  # DataError naming a missing or unreadable unit
+            table = read_units_table(self.units)
+            result = discover_with_units(X, y, names, target_name, {c: table[c] for c in [*names, target_name]},
+                                         self._config(), progress=False)
+        else:
+            result = discover(X, y[:, None], names, [target_name], self._config(), progress=False)
         self.discovery_ = result
         self.formula_ = result.formulas[0]
         self.feature_names_in_ = np.asarray(names, dtype=object)

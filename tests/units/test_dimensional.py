@@ -114,3 +114,16 @@ def test_cli_bad_units_are_one_line_errors(coulomb_csv, tmp_path, units, needle)
                                       "-o", str(tmp_path / "o")])
     _one_line_error(result, needle)
     assert not (tmp_path / "o").exists()
+
+
+def test_estimator_with_units_predicts_with_the_mapped_formula():
+    from kansym import KANRegressor
+
+    x, y = _coulomb(300)
+    est = KANRegressor(units=COULOMB_UNITS).fit(x, y, feature_names=["q1", "q2", "epsilon", "r"], target_name="F")
+    assert str(est.sympy()) == "q1*q2/(4*pi*epsilon*r**2)"
+    assert est.score(x, y) == pytest.approx(1.0, abs=1e-12)
+    assert est.get_params()["units"] is COULOMB_UNITS
+    with pytest.raises(DataError, match="no unit given for column.*F"):
+        KANRegressor(units="q1=C,q2=C,epsilon=F/m,r=m").fit(x, y, feature_names=["q1", "q2", "epsilon", "r"],
+                                                              target_name="F")
