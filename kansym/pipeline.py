@@ -26,8 +26,9 @@ from kansym.nn.config import KANConfig
 from kansym.nn.kan import KAN
 from kansym.prune.prune import PruneResult, prune
 from kansym.prune.scores import edge_scores
-from kansym.formula import Formula, split_holdout, symbolify_bundle
-from kansym.symbolic.compose import SymbolicKAN
+from kansym.formula import Formula, split_holdout, symbolify_bundle, uses_direct_search
+from kansym.symbolic.compose import SymbolicKAN, input_symbols
+from kansym.symbolic.direct import direct_search
 from kansym.symbolic.library import get_library
 from kansym.symbolic.pareto import expression_complexity
 from kansym.symbolic.verify import r2_score
@@ -91,6 +92,14 @@ class DiscoverConfig(PlainConfig):
         formula with the better held-out R² (then the smaller complexity).
     simplify_edges : bool
         Try simpler primitives per edge in the whole formula (:mod:`kansym.symbolic.occam`).
+    direct_search : bool
+        With one output, at most two inputs and the whole library (``library`` None), also search small formulas directly
+        (:mod:`kansym.symbolic.direct`) and let them compete with the KAN's formula.
+    complexity_weight : float
+        ``w`` of the choice between the KAN's formula and the direct-search candidates:
+        the answer minimises ``log10(max(error, 1e-9)) + w * complexity``, error the
+        normalised RMS error on the held-out rows, complexity that of the Pareto front
+        (:func:`kansym.symbolic.direct.selection_score`). Must be >= 0.
     seed : int
     device : str
     dtype : {"float64", "float32"}
@@ -113,6 +122,8 @@ class DiscoverConfig(PlainConfig):
     max_train_rows: int | None = 3000
     shortcut: bool = True
     simplify_edges: bool = True
+    direct_search: bool = True
+    complexity_weight: float = 0.05
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float64"
@@ -132,6 +143,8 @@ class DiscoverConfig(PlainConfig):
             raise ConfigError(f"max_train_rows must be at least {MIN_ROWS}, got {self.max_train_rows}")
         if not 0.0 < self.r2_threshold <= 1.0:
             raise ConfigError(f"r2_threshold must lie in (0, 1], got {self.r2_threshold}")
+        if not (np.isfinite(self.complexity_weight) and self.complexity_weight >= 0):
+            raise ConfigError(f"complexity_weight must be a finite number >= 0, got {self.complexity_weight}")
         if self.library is not None:
             get_library(self.library)  # raises ConfigError listing valid names
         KANConfig(width=(1, *self.hidden, 1), grid_size=self.grid_size, spline_order=self.spline_order)
@@ -293,6 +306,12 @@ def discover(
         sub = np.sort(np.random.default_rng([config.seed, 11]).choice(x.shape[0], config.max_train_rows, replace=False))
         x_train, y_train = x[sub], y[sub]
     data = (x, y, x_test, y_test, x_train, y_train)
+    t0 = time.perf_counter()
+    direct = None
+    if uses_direct_search(config, x, y):
+        direct = direct_search(x, y[:, 0], input_symbols(input_names), complexity_weight=config.complexity_weight)
+    direct_seconds = time.perf_counter() - t0
+    data = data + (direct,)
     runs = []
     # A resumed run continues the stage it was interrupted in; the stages before it are
     # deterministic and run again, so the result equals the uninterrupted one.
@@ -305,13 +324,14 @@ def discover(
         )
         f = short.formulas[0]
         if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= floor):
-            return short
+            return replace(short, seconds={**short.seconds, "direct": direct_seconds})
         log.info("additive shortcut gave R² %.6g; training the hidden layer too", f.r2_test)
         runs.append(short)
     runs.append(_resumable_stage("main", config, data, input_names, output_names, config, progress,
                                  resume if stage != "shortcut" else None))
     best = max(runs, key=lambda d: (round(_score(d.formulas[0]), 6), -expression_complexity(d.formulas[0].expr)))
     seconds = {k: sum(d.seconds.get(k, 0.0) for d in runs) for k in runs[-1].seconds}
+    seconds["direct"] = direct_seconds
     return replace(best, seconds=seconds, runs=len(runs))
 
 
@@ -357,7 +377,7 @@ def _additivity(x: np.ndarray, y: np.ndarray, config: DiscoverConfig) -> tuple[b
 
 def _discover_once(data, input_names, output_names, config: DiscoverConfig, progress, resume) -> Discovery:
     """One train -> prune -> fine-tune -> symbolify run on prepared rows."""
-    x, y, x_test, y_test, x_train, y_train = data
+    x, y, x_test, y_test, x_train, y_train, direct = data
     seconds = {}
     t0 = time.perf_counter()
     trained = train_bundle(x_train, y_train, input_names, output_names, config, progress=progress, resume=resume)
@@ -379,7 +399,7 @@ def _discover_once(data, input_names, output_names, config: DiscoverConfig, prog
     seconds["prune"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    sym, formulas = symbolify_bundle(pruned, config, x, y, x_test, y_test)
+    sym, formulas = symbolify_bundle(pruned, config, x, y, x_test, y_test, direct=direct)
     seconds["symbolify"] = time.perf_counter() - t0
 
     scores = edge_scores(pruned.model, pruned.model_inputs(x))

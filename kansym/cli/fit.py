@@ -81,6 +81,13 @@ def _config(hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, see
     )
 
 
+def check_complexity_weight(value: float) -> float:
+    """``--complexity-weight``, a finite number >= 0 (ConfigError otherwise)."""
+    if not (value >= 0 and math.isfinite(value)):
+        raise ConfigError(f"--complexity-weight must be a finite number >= 0, got {value}")
+    return value
+
+
 def _hidden(value: str) -> tuple[int, ...]:
     try:
         widths = tuple(int(v) for v in value.split(","))
@@ -179,6 +186,7 @@ def data_options(fn):
 
 def symbolic_options(fn):
     fn = click.option("--r2-threshold", default=0.999, show_default=True, type=float, help="R² an edge's primitive must reach.")(fn)
+    fn = click.option("--complexity-weight", default=0.05, show_default=True, type=float, help="Weight w of the choice of formula: minimise log10(error) + w * complexity (1, 2 inputs: direct search vs the KAN's formula).")(fn)
     fn = click.option("--lib", default=None, help="Comma-separated primitive names for edges (default: all), e.g. sin,exp,x^2.")(fn)
     fn = click.option("--theta", default=1e-2, show_default=True, type=float, help="Node pruning threshold.")(fn)
     return fn
@@ -207,7 +215,7 @@ def model_options(fn):
 @common_options
 @click.pass_context
 @run_safely
-def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, theta, space, lib, r2_threshold, out_dir, force, plots, finetune_steps, backend, units, seed, device, quiet):
+def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, theta, space, lib, r2_threshold, complexity_weight, out_dir, force, plots, finetune_steps, backend, units, seed, device, quiet):
     """Find the law in DATA (a CSV): train a KAN, prune it, symbolify it.
 
     Prints the formula (LaTeX) and its R², and writes OUT_DIR/model.pt,
@@ -227,6 +235,7 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
     check_device(device)
     path, target, input_names = _resolve_data(data, example, target, inputs)
     config = _config(hidden, grid_size, steps, lamb, theta, space, lib, r2_threshold, seed, device, finetune_steps)
+    config = config.replace(complexity_weight=check_complexity_weight(complexity_weight))
     out = Path(out_dir)
     outputs = ["model.pt", "pruned.pt", "formula.json", "formula.tex", "graph.json"]
     protect = [path]

@@ -18,16 +18,17 @@ from kansym.cli.common import check_device, check_output_file, common_options, r
 @click.option("--data", default=None, type=click.Path(dir_okay=False), help="Refine and verify on this CSV instead of the checkpoint's calibration rows.")
 @click.option("--lib", default=None, help="Comma-separated primitive names (default: all).")
 @click.option("--r2-threshold", default=0.999, show_default=True, type=float, help="R² an edge's primitive must reach.")
+@click.option("--complexity-weight", default=0.05, show_default=True, type=float, help="Weight w of the choice of formula: minimise log10(error) + w * complexity (1, 2 inputs: direct search vs the KAN's formula).")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 @common_options
 @run_safely
-def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2_threshold, force, seed, device, quiet):
+def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2_threshold, complexity_weight, force, seed, device, quiet):
     """Fit a primitive to every edge of CHECKPOINT and print the composed formula.
 
     The formula's constants are refit on the data and snapped to simple values;
     its R² on the data and against the model are printed.
     """
-    from kansym.cli.fit import _split
+    from kansym.cli.fit import _split, check_complexity_weight
     from kansym.cli.report import formula_record, print_formulas, write_text
     from kansym.io.bundle import ModelBundle
     from kansym.pipeline import DiscoverConfig, symbolify_bundle
@@ -39,7 +40,8 @@ def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2
     outs = [Path(p) for p in (latex_out, python_out, json_out) if p]
     for p in outs:
         check_output_file(p, force=force, protect=protect)
-    config = DiscoverConfig(library=_split(lib), r2_threshold=r2_threshold, seed=seed)
+    config = DiscoverConfig(library=_split(lib), r2_threshold=r2_threshold, seed=seed,
+                            complexity_weight=check_complexity_weight(complexity_weight))
     bundle = ModelBundle.load(src)
     x = y = None
     if data:

@@ -181,7 +181,7 @@ def snap_constant(v: float, *, rel_tol: float = 1e-2, max_denominator: int = 12,
     """Simple exact numbers near ``v``, simplest first.
 
     Candidates: integers, ``p/q`` with ``q <= max_denominator``, ``p*pi/q``,
-    ``p/(q*pi)``, ``p*sqrt(2)/q``, ``p*sqrt(3)/q`` and ``p/(q*sqrt(2*pi))`` (``q <= 4``;
+    ``p/(q*pi)``, ``p*pi**2/q`` (``q <= 4``), ``p*sqrt(2)/q``, ``p*sqrt(3)/q`` and ``p/(q*sqrt(2*pi))`` (``q <= 4``;
     ``1/(2 pi)`` and the Gaussian's ``1/sqrt(2 pi)`` are common in physics), each within
     ``rel_tol * |v|`` of ``v``; ``0`` if ``|v| <= zero_tol``. Sorted by
     simplicity (integers, then multiples of pi, rationals, surds; smaller
@@ -201,7 +201,7 @@ def snap_constant(v: float, *, rel_tol: float = 1e-2, max_denominator: int = 12,
     tol = rel_tol * abs(v)
     # (factor, its value, largest denominator, base simplicity; rationals get 2.0)
     bases = [(sympy.Integer(1), 1.0, max_denominator, 1.0), (sympy.pi, math.pi, max_denominator, 1.5),
-             (1 / sympy.pi, 1 / math.pi, max_denominator, 2.5),
+             (1 / sympy.pi, 1 / math.pi, max_denominator, 2.5), (sympy.pi ** 2, math.pi ** 2, 4, 3.0),
              (sympy.sqrt(2), math.sqrt(2), 4, 3.5), (sympy.sqrt(3), math.sqrt(3), 4, 3.5),
              (1 / sympy.sqrt(2 * sympy.pi), 1 / math.sqrt(2 * math.pi), 4, 3.5)]
     for sym, val, qmax, base in bases:

@@ -1,0 +1,102 @@
+"""Direct search of small formulas (kansym.symbolic.direct) and its place in discover."""
+
+import math
+
+import numpy as np
+import pytest
+import sympy
+from click.testing import CliRunner
+
+from kansym.cli.main import cli
+from kansym.errors import ConfigError
+from kansym.pipeline import DiscoverConfig, discover
+from kansym.symbolic.direct import DirectCandidate, _unary, choose, direct_search, selection_score
+from kansym.symbolic.verify import is_exact_recovery
+
+
+def _search(law: str, ranges: dict, rows: int = 2000):
+    names = list(ranges)
+    syms = sympy.symbols(names, real=True)
+    truth = sympy.sympify(law, locals=dict(zip(names, syms)))
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.uniform(lo, hi, rows) for lo, hi in ranges.values()])
+    y = sympy.lambdify(syms, truth, "numpy")(*x.T) * np.ones(rows)
+    best = choose(direct_search(x, y, syms), 0.05)
+    return truth, best, names
+
+
+@pytest.mark.parametrize("law, ranges", [
+    ("x/(exp(x) - 1)", {"x": (0.04, 25)}),  # Planck-like: a ratio with exp in the denominator
+    ("1/sqrt(1 - x**2)", {"x": (0.1, 0.67)}),  # Lorentz factor: target transform 1/y**2
+    ("sqrt(x**2 - pi**2)", {"x": (4, 12)}),  # y**2 = x**2 - pi**2: pi**2 snapped
+    ("(a + b)/(1 + a*b)", {"a": (0.2, 1), "b": (0.2, 1)}),  # relativistic addition: implicit (rational)
+    ("1 + a*cos(t)", {"a": (0.2, 5), "t": (1, 5)}),  # a product with a sign-changing factor
+])
+def test_direct_search_recovers_dimensionless_laws(law, ranges):
+    truth, best, names = _search(law, ranges)
+    assert best is not None and best.error < 1e-9, best
+    assert is_exact_recovery(truth, best.expr, symbols=names), best.expr
+
+
+def test_positive_inputs_give_the_plain_form():
+    # sqrt(x**2/(1 - x**2)) is x/sqrt(1 - x**2) only for x > 0: the search knows x > 0
+    truth, best, names = _search("x/sqrt(1 - x**2)", {"x": (0.1, 0.67)})
+    assert sympy.simplify(best.expr - truth) == 0, best.expr
+
+
+def test_selection_score_prefers_the_simpler_exact_formula():
+    x = sympy.Symbol("x")
+    exact_small = DirectCandidate(sympy.sin(x), 1e-15, 2)
+    exact_big = DirectCandidate(sympy.sin(x) + 0 * x ** 2 + sympy.Float(1e-12), 1e-14, 7)
+    assert choose([exact_big, exact_small], 0.05) is exact_small
+    # an approximate formula 10x worse needs to be more than 1/w = 20 nodes simpler to win
+    approx = DirectCandidate(x, 1e-3, 1)
+    good = DirectCandidate(sympy.sin(x) * x, 1e-4, 10)
+    assert choose([approx, good], 0.05) is good
+    assert choose([approx, good], 0.2) is approx
+    assert selection_score(math.inf, 1, 0.05) == math.inf
+    assert selection_score(1e-20, 3, 0.0) == pytest.approx(-9.0)
+
+
+def test_sines_of_an_input_spanning_thousands_of_periods_are_not_features():
+    s = sympy.Symbol("a")
+    feats = {str(e) for _, _, e in _unary(np.linspace(1e5, 1e9, 50), s, True)}
+    assert not any("sin" in f or "cos" in f for f in feats)
+    feats = {str(e) for _, _, e in _unary(np.linspace(0.25, 4, 50), s, True)}
+    assert {"sin(4*pi*a)", "cos(a)"} <= feats
+
+
+def test_more_than_two_inputs_are_left_to_the_kan():
+    x = np.random.default_rng(0).uniform(1, 2, (100, 3))
+    assert direct_search(x, x.sum(axis=1), sympy.symbols("a b c")) == []
+
+
+def test_complexity_weight_is_validated():
+    with pytest.raises(ConfigError, match="complexity_weight"):
+        DiscoverConfig(complexity_weight=-0.1)
+    with pytest.raises(ConfigError, match="complexity_weight"):
+        DiscoverConfig(complexity_weight=float("nan"))
+
+
+@pytest.mark.parametrize("value", ["-1", "inf"])
+def test_cli_rejects_a_bad_complexity_weight(value, tmp_path):
+    res = CliRunner().invoke(cli, ["fit", "--example", "kepler", "--complexity-weight", value,
+                                   "-o", str(tmp_path / "out")])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines()[-1] == f"error: --complexity-weight must be a finite number >= 0, got {float(value)}"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # 8 s on an idle machine (a whole discover run)
+def test_discover_returns_the_exact_one_input_law():
+    # the KAN alone leaves x/(exp(x)-1) approximate; the direct search finds it
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0.04, 25, (3000, 1))
+    y = x[:, 0] / np.expm1(x[:, 0])
+    res = discover(x, y, ["x"], ["y"], DiscoverConfig(seed=0))
+    f = res.formulas[0]
+    xs = sympy.Symbol("x")
+    assert is_exact_recovery(xs / (sympy.exp(xs) - 1), f.expr, symbols=["x"]), f.expr
+    assert f.r2_test > 1 - 1e-12 and f.warning is None
+    assert sum(e.chosen for e in f.front) == 1
+    assert "direct" in res.seconds
