@@ -190,7 +190,7 @@ class Reduction:
     groups: tuple[tuple[int, ...], ...]
     group_names: tuple[str, ...]
 
-    def monomials(self, max_coef: int = 1, max_groups: int = 4) -> list[tuple[Fraction, ...]]:
+    def monomials(self, max_coef: int = 2, max_groups: int = 4) -> list[tuple[Fraction, ...]]:
         """Every monomial with the target's units ``p + sum_j c_j U_j``, ``c_j`` in
         ``-max_coef..max_coef`` (``p`` first; only ``p`` with more than ``max_groups`` groups)."""
         if not self.groups or len(self.groups) > max_groups:
@@ -199,7 +199,7 @@ class Reduction:
         for coefs in itertools.product(range(-max_coef, max_coef + 1), repeat=len(self.groups)):
             q = tuple(e + sum(c * row[i] for c, row in zip(coefs, self.groups)) for i, e in enumerate(self.p))
             out.append(q)
-        out.sort(key=lambda q: q != self.p)
+        out.sort(key=lambda q: (q != self.p, sum(abs(a - b) for a, b in zip(q, self.p))))
         return out
 
     def with_p(self, p: Sequence[Fraction]) -> "Reduction":
@@ -284,6 +284,20 @@ def _null_basis(M: sympy.Matrix, n: int) -> list[tuple[int, ...]]:
     return basis
 
 
+def _orient_ratio(row: tuple[int, ...], x: np.ndarray) -> tuple[int, ...]:
+    """A ratio of two variables ``a / b`` is turned so that it is mostly below 1 on the data
+    (``v/c``, not ``c/v``: the small parameter of an expansion); other groups are kept."""
+    idx = [i for i, v in enumerate(row) if v]
+    if len(idx) != 2 or sorted(row[i] for i in idx) != [-1, 1]:
+        return row
+    with np.errstate(all="ignore"):
+        logs = np.log(np.abs(x[:, idx[0]] / x[:, idx[1]])) * row[idx[0]]
+    logs = logs[np.isfinite(logs)]
+    if logs.size and np.median(logs) > 0.1:
+        return tuple(-v for v in row)
+    return row
+
+
 def _particular(M: sympy.Matrix, b: sympy.Matrix, n: int, x: np.ndarray | None, y: np.ndarray | None):
     """Solutions of ``M p = b`` with the fewest variables; among them integer first, then the one
     leaving ``y / prod x^p`` least variable (log scale) when data are given, then smallest."""
@@ -357,6 +371,8 @@ def analyze(names: Sequence[str], units: Sequence[Mapping[str, Fraction]], targe
     if p is None:
         return None
     groups = _null_basis(M, n) if dims else [tuple(int(i == j) for i in range(n)) for j in range(n)]
+    if x is not None:
+        groups = [_orient_ratio(row, np.asarray(x, dtype=np.float64)) for row in groups]
     group_names, k = [], 0
     for row in groups:
         single = [i for i, v in enumerate(row) if v]

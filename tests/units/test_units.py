@@ -99,3 +99,18 @@ def test_inconsistent_units_give_none_and_all_dimensionless_is_trivial():
     assert analyze(["x"], [parse_unit("m")], parse_unit("s")) is None
     red = analyze(["a", "b"], [{}, {}], {})
     assert red.trivial and red.group_names == ("a", "b")
+
+
+def test_a_ratio_group_is_turned_to_be_mostly_below_one():
+    # columns in the order c, v: the circuit rule alone gives c/v; the data turn it to v/c
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.uniform(3, 10, 100), rng.uniform(1, 2, 100)])
+    units = [parse_unit("m/s"), parse_unit("m/s")]
+    assert analyze(["c", "v"], units, parse_unit("m/s")).groups == ((1, -1),)
+    assert analyze(["c", "v"], units, parse_unit("m/s"), x, x[:, 1]).groups == ((-1, 1),)
+
+
+def test_monomials_reach_a_square_of_a_group():
+    # E = -C / n^2 with n dimensionless: p + (-2) * [n] is among the monomials tried
+    red = analyze(["m", "n"], [parse_unit("kg"), {}], parse_unit("kg"))
+    assert (F(1), F(-2)) in red.monomials()
