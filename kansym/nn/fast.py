@@ -17,14 +17,22 @@ Basis evaluation (values equal :func:`kansym.nn.spline.bspline_basis` to roundin
   IEEE Signal Processing Magazine 16(6), eq. 7, in its symmetric form). No knot
   comparisons, exact zeros outside the support; ``k!`` is folded into the weights (for
   ``k = 3`` the features are ``-6 B``, from two clamped terms, see :func:`_cubic_into`).
-- other knots (after ``update_grid``): the Cox–de Boor recursion (de Boor 1978) in the
-  same layout.
+- other knots (after ``update_grid``): piecewise polynomials. Between two knots every
+  B-spline is a polynomial of degree ``k``; :func:`make_plan` runs the Cox–de Boor
+  recursion (de Boor 1978) once per grid on the polynomial coefficients (in the local
+  variable ``u = x - t_j`` of each interval ``j``, float64), so a forward only locates
+  each input's interval (``searchsorted``), gathers that interval's ``(k + 1, K)``
+  coefficients and runs Horner's rule (de Boor 1978, ch. I): about ten tensor ops for
+  any ``k`` instead of the recursion's ``O(k)`` passes over ``(N, G + 2k, in)``. Inputs
+  outside the extended grid get zero polynomials, as in the recursion. The recursion on
+  samples (``force_reference``) stays as the reference.
 
 Backward (memory-lean, one custom autograd node per layer): saved are ``F`` (which the
 weight gradient needs anyway), the ``(out, in)``-sized weights and, only when ``x``
 requires grad, ``dF/dx`` (``silu'`` and ``B'``), computed in the forward from the same
-intermediates: ``B'`` in closed form on uniform grids, ``B'_{i,k} = k (B_{i,k-1} /
-(t_{i+k} - t_i) - B_{i+1,k-1} / (t_{i+k+1} - t_{i+1}))`` otherwise (de Boor 1978).
+intermediates: ``B'`` in closed form on uniform grids, from the differentiated
+polynomials on other grids, and ``B'_{i,k} = k (B_{i,k-1} / (t_{i+k} - t_i) -
+B_{i+1,k-1} / (t_{i+k+1} - t_{i+1}))`` on the reference path (de Boor 1978).
 Then ``dL/dx = sum_r (dL/dF W)_r dF_r/dx``. Elementwise work runs in row chunks on
 reused buffers, so only ``F`` and ``dF/dx`` are full-size: no autograd graph of the
 basis and no ``(N, out, in)`` tensor. :func:`compile_kernels` fuses the cubic
@@ -38,12 +46,16 @@ evaluated in float32; the matmul runs in the autocast dtype.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["SplinePlan", "make_plan", "features", "kan_linear", "spline_basis", "compile_kernels"]
+__all__ = [
+    "SplinePlan", "FeatureCache", "make_plan", "features", "kan_linear", "kan_linear_l1", "spline_basis",
+    "compile_kernels",
+]
 
 # elements of a (rows, K, in) chunk: small enough for the cache, large enough to amortise op overhead
 _CHUNK = 1 << 17
@@ -71,6 +83,18 @@ class SplinePlan:
         The stored derivative times ``dfac`` is ``d (B / scale) / dx`` (None: 1).
     centers : Tensor (K, 1) or None
         ``i + 2``, the centres of the cubic B-splines in knot steps (cubic uniform plans).
+    rows : Tensor (in, M) or None
+        The knots per feature, contiguous, for ``searchsorted`` (piecewise plans;
+        ``M = G + 2k + 1``).
+    origins : Tensor (in * (M + 1),) or None
+        ``t_{s-1}``, the origin of the local variable in slot ``s`` (piecewise plans).
+    table : Tensor (in * (M + 1), k + 1, 2K) or None
+        Slot ``s = #{knots <= x}`` of feature ``f`` is row ``f (M + 1) + s``: entry
+        ``[e, i]`` is the coefficient of ``u^e`` of basis ``i`` on ``[t_{s-1}, t_s)``,
+        ``[e, K + i]`` that of its derivative (0 for ``e = k``); slots ``0`` and ``M``
+        (outside the extended grid) are zero.
+    offsets : Tensor (in, 1) or None
+        ``f (M + 1)`` (piecewise plans).
     """
 
     order: int
@@ -82,6 +106,15 @@ class SplinePlan:
     scale: float
     dfac: torch.Tensor | None
     centers: torch.Tensor | None = None
+    rows: torch.Tensor | None = None
+    origins: torch.Tensor | None = None
+    table: torch.Tensor | None = None
+    offsets: torch.Tensor | None = None
+
+    @property
+    def piecewise(self) -> bool:
+        """True when the basis is evaluated from the per-interval polynomials."""
+        return self.table is not None
 
 
 def make_plan(grid: torch.Tensor, order: int, *, force_reference: bool = False) -> SplinePlan:
@@ -94,7 +127,7 @@ def make_plan(grid: torch.Tensor, order: int, *, force_reference: bool = False) 
     order : int
         Spline order ``k``.
     force_reference : bool
-        Use the Cox–de Boor path even on a uniform grid (for tests).
+        Use the Cox–de Boor recursion on the samples, whatever the grid (for tests).
 
     Returns
     -------
@@ -102,7 +135,8 @@ def make_plan(grid: torch.Tensor, order: int, *, force_reference: bool = False) 
         Uniform when every row is an arithmetic progression to within 64 float32 ulps of
         its magnitude (what :func:`kansym.nn.spline.make_grid` produces, also after a cast
         to float64); the closed form then uses the exact progression ``t_0 + i h``, whose
-        knots differ from the stored ones by that rounding at most.
+        knots differ from the stored ones by that rounding at most. Otherwise piecewise
+        polynomials of the stored knots (see :func:`_piecewise_table`).
     """
     grid = grid.detach()
     n_knots = grid.shape[1]
@@ -115,8 +149,13 @@ def make_plan(grid: torch.Tensor, order: int, *, force_reference: bool = False) 
     uniform = (not force_reference) and bool(
         ((grid.diff(dim=1) - h[:, None]).abs().amax(dim=1) <= tol).all() and (h > 0).all()
     )
-    if not uniform:
+    if force_reference:
         return SplinePlan(order, n_basis, False, None, None, knots, 1.0, None)
+    if not uniform:
+        rows = grid.contiguous()  # (in, M)
+        origins, table = _piecewise_table(rows, order)
+        offsets = (torch.arange(rows.shape[0], device=grid.device) * (n_knots + 1)).view(-1, 1)  # (in, 1)
+        return SplinePlan(order, n_basis, False, None, None, knots, 1.0, None, None, rows, origins, table, offsets)
     if order == 3:  # stored as -6 B (see _cubic_into)
         centers = (torch.arange(n_basis, dtype=grid.dtype, device=grid.device) + 2.0).view(-1, 1)
         return SplinePlan(order, n_basis, True, t0, 1.0 / h, knots, -1.0 / 6.0, 3.0 / h, centers)
@@ -246,6 +285,66 @@ def _cox_de_boor(x: torch.Tensor, knots: torch.Tensor, order: int, *, keep_lower
     return (basis, lower) if keep_lower else basis
 
 
+def _piecewise_table(rows: torch.Tensor, order: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Polynomial pieces of every B-spline of order ``order`` on the knots ``rows (in, M)``.
+
+    Runs the Cox–de Boor recursion (de Boor 1978) on coefficient vectors in float64: on
+    interval ``j`` with ``u = x - t_j``, ``x - t_i = u + (t_j - t_i)`` and ``t_{i+p+1} - x
+    = (t_{i+p+1} - t_j) - u``, so each level multiplies the pieces of order ``p - 1`` by a
+    linear polynomial. A zero knot span contributes 0 (the convention ``0 / 0 = 0``).
+
+    Returns
+    -------
+    origins : Tensor (in * (M + 1),)
+    table : Tensor (in * (M + 1), k + 1, 2K)
+        See :class:`SplinePlan`; in the dtype of ``rows``.
+    """
+    g = rows.to(torch.float64)
+    n_f, m = g.shape
+    n_int = m - 1  # intervals [t_j, t_{j+1})
+    t_j = g[:, :n_int, None]  # (in, J, 1)
+    # q[f, j, i, e]: coefficient of u^e of B_{i,p} on interval j
+    q = torch.eye(n_int, dtype=g.dtype, device=g.device).expand(n_f, n_int, n_int).unsqueeze(-1)  # (in, J, J, 1)
+    for p in range(1, order + 1):
+        nb = m - 1 - p
+        t_i, t_ip, t_i1, t_ip1 = g[:, :nb], g[:, p : p + nb], g[:, 1 : 1 + nb], g[:, p + 1 : p + 1 + nb]  # (in, nb)
+        dl, dr = t_ip - t_i, t_ip1 - t_i1
+        inv_l = torch.where(dl > 0, 1.0 / torch.where(dl > 0, dl, 1.0), 0.0)[:, None, :, None]  # (in, 1, nb, 1)
+        inv_r = torch.where(dr > 0, 1.0 / torch.where(dr > 0, dr, 1.0), 0.0)[:, None, :, None]
+        low, high = q[:, :, :nb] * inv_l, q[:, :, 1 : nb + 1] * inv_r  # (in, J, nb, p)
+        shift_l = (t_j - t_i[:, None, :]).unsqueeze(-1)  # (in, J, nb, 1): t_j - t_i
+        shift_r = (t_ip1[:, None, :] - t_j).unsqueeze(-1)  # t_{i+p+1} - t_j
+        new = torch.zeros(n_f, n_int, nb, p + 1, dtype=g.dtype, device=g.device)
+        new[..., :p] += low * shift_l + high * shift_r
+        new[..., 1:] += low - high
+        q = new
+    # q (in, J, K, k + 1) -> slots (in, M + 1, k + 1, 2K): [pieces | derivative pieces], zero outside
+    n_basis = q.shape[2]
+    powers = torch.arange(1, order + 1, dtype=g.dtype, device=g.device)  # (k,)
+    table = torch.zeros(n_f, m + 1, order + 1, 2 * n_basis, dtype=g.dtype, device=g.device)
+    table[:, 1:m, :, :n_basis] = q.transpose(-1, -2)
+    table[:, 1:m, :order, n_basis:] = (q[..., 1:] * powers).transpose(-1, -2)  # d/du u^e = e u^(e-1)
+    origins = torch.cat([g[:, :1], g], dim=1)  # (in, M + 1): slot s -> t_{s-1}
+    return origins.reshape(-1).to(rows.dtype), table.reshape(n_f * (m + 1), order + 1, -1).to(rows.dtype)
+
+
+def _piecewise_into(out: torch.Tensor, deriv: torch.Tensor | None, x: torch.Tensor, plan: SplinePlan) -> None:
+    """Any knots, from the plan's polynomial pieces: ``out = B``, ``deriv = dB/dx`` (Horner's rule)."""
+    k, n_basis = plan.order, plan.n_basis
+    xt = x.T.contiguous()  # (in, n)
+    slot = torch.searchsorted(plan.rows.to(x.dtype), xt, right=True).add_(plan.offsets)  # (in, n): row of the table
+    u = torch.sub(xt, plan.origins.to(x.dtype)[slot]).unsqueeze(-1)  # (in, n, 1): x - t_{s-1} (xt may share x's memory)
+    width = 2 * n_basis if deriv is not None else n_basis  # values and derivatives in one Horner pass
+    c = plan.table.to(x.dtype).index_select(0, slot.view(-1))[..., :width]  # (in n, k + 1, width)
+    c = c.view(xt.shape[0], xt.shape[1], k + 1, width)  # (in, n, k + 1, width)
+    val = c[:, :, k]
+    for e in range(k - 1, -1, -1):
+        val = torch.addcmul(c[:, :, e], val, u)  # (in, n, width)
+    out.copy_(val[..., :n_basis].permute(1, 2, 0))
+    if deriv is not None:
+        deriv.copy_(val[..., n_basis:].permute(1, 2, 0))
+
+
 def _reference_into(out: torch.Tensor, deriv: torch.Tensor | None, x: torch.Tensor, plan: SplinePlan) -> None:
     """Any knots: ``out = B``; ``deriv = dB/dx`` from the order ``k - 1`` basis."""
     k, g = plan.order, plan.knots.to(x.dtype)
@@ -308,11 +407,65 @@ def features(
             _cubic_into(out, d, xs, plan, [t[: stop - start] for t in tmp])
         elif plan.uniform:
             _uniform_into(out, d, xs, plan)
+        elif plan.piecewise:
+            _piecewise_into(out, d, xs, plan)
         else:
             _reference_into(out, d, xs, plan)
         if d is not None and dfac is not None:
             d.mul_(dfac)
     return feats, deriv
+
+
+class FeatureCache:
+    """The features of the last input of one layer, reused while the input and grid stay the same.
+
+    A training loop feeds the first layer the same data tensor in every closure; its
+    features ``F (N, K + 1, in)`` depend only on that tensor and the grid, so they are
+    computed once per grid. A hit needs the very same tensor object (held by weak
+    reference, so a freed input cannot alias a new one), unchanged since
+    (``Tensor._version``), the same plan object (replaced on every grid change) and the
+    same options. Holds one entry; memory: one ``F`` (and ``dF/dx`` if it was asked for).
+    Used by :func:`kansym.train.fit.fit` for the first layer during a fit.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._ref = None
+        self._plan: SplinePlan | None = None
+        self._value: tuple | None = None
+        self.hits = 0
+
+    def __deepcopy__(self, memo) -> "FeatureCache":
+        return FeatureCache()  # a copied layer starts with an empty cache
+
+    def __getstate__(self) -> dict:
+        return {}
+
+    def __setstate__(self, state) -> None:
+        self.__init__()
+
+    def features(self, x: torch.Tensor, xc: torch.Tensor, plan: SplinePlan, *, with_base: bool, with_deriv: bool):
+        """:func:`features` of ``xc`` (``x`` in the compute dtype), from the cache when ``x`` was seen last."""
+        key = (x._version, id(plan), with_base, x.dtype)
+        if self._ref is not None and self._ref() is x and self._key == key and self._plan is plan:
+            feats, deriv = self._value
+            if deriv is not None or not with_deriv:
+                self.hits += 1
+                return feats, deriv
+        value = features(xc, plan, with_base=with_base, with_deriv=with_deriv)
+        self._ref, self._key, self._plan, self._value = weakref.ref(x), key, plan, value
+        return value
+
+    def clear(self) -> None:
+        """Drop the entry."""
+        self._key = self._ref = self._value = None
+        self._plan = None
+
+
+def _features(x, xc, plan, cache, with_base, with_deriv):
+    if cache is None:
+        return features(xc, plan, with_base=with_base, with_deriv=with_deriv)
+    return cache.features(x, xc, plan, with_base=with_base, with_deriv=with_deriv)
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.Tensor:
@@ -343,18 +496,12 @@ class _KANLinear(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, coef, scale_base, scale_sp, mask, plan, with_base):
+    def forward(ctx, x, coef, scale_base, scale_sp, mask, plan, with_base, cache):
         # x (N, in); coef (out, in, K); scale_base, scale_sp, mask (out, in)
         xc = _compute_dtype(x.detach())
-        n_out, width, _ = coef.shape
-        n_basis, off = plan.n_basis, int(with_base)
-        live = (scale_sp * mask).mul_(plan.scale)  # (out, in)
-        weight = torch.empty(n_out, n_basis + off, width, dtype=coef.dtype, device=coef.device)
-        if with_base:
-            torch.mul(scale_base, mask, out=weight[:, 0])
-        torch.mul(coef.transpose(1, 2), live.unsqueeze(1), out=weight[:, off:])  # (out, K, in)
-        weight = weight.view(n_out, -1)  # (out, (K + with_base) in)
-        feats, deriv = features(xc, plan, with_base=with_base, with_deriv=ctx.needs_input_grad[0])
+        weight, live = _weight(coef, scale_base, scale_sp, mask, plan, with_base)
+        weight = weight.view(coef.shape[0], -1)  # (out, (K + with_base) in)
+        feats, deriv = _features(x, xc, plan, cache, with_base, ctx.needs_input_grad[0])
         flat = feats.view(xc.shape[0], -1)  # (N, (K + with_base) in)
         out = flat @ weight.to(flat.dtype).T  # (N, out); autocast may run it in bf16/fp16
         ctx.with_base, ctx.x_dtype, ctx.scale = with_base, x.dtype, plan.scale
@@ -365,22 +512,117 @@ class _KANLinear(torch.autograd.Function):
     def backward(ctx, grad):  # grad: (N, out)
         flat, weight, deriv, coef, scale_sp, mask, live = ctx.saved_tensors
         grad = grad.to(flat.dtype)
-        n_out, width, k_basis = coef.shape
-        off = int(ctx.with_base)
+        n_out, width, _ = coef.shape
         g_x = g_coef = g_base = g_sp = None
         if ctx.needs_input_grad[0]:
             g_feats = (grad @ weight.to(grad.dtype)).view(grad.shape[0], -1, width)  # (N, K + with_base, in)
             g_x = g_feats.mul_(deriv).sum(dim=1).to(ctx.x_dtype)  # (N, in)
         if any(ctx.needs_input_grad[1:4]):
             g_w = (grad.T @ flat).view(n_out, -1, width).to(coef.dtype)  # (out, K + with_base, in)
-            g_spline = g_w[:, off:].transpose(1, 2)  # (out, in, K)
-            if ctx.needs_input_grad[1]:
-                g_coef = g_spline * live.unsqueeze(-1)
-            if ctx.needs_input_grad[3]:
-                g_sp = (g_spline * coef).sum(dim=-1) * mask * ctx.scale
-            if ctx.with_base and ctx.needs_input_grad[2]:
-                g_base = g_w[:, 0] * mask
-        return g_x, g_coef, g_base, g_sp, None, None, None
+            g_coef, g_base, g_sp = _param_grads(ctx, g_w, coef, scale_sp, mask, live, ctx.needs_input_grad[1:4])
+        return g_x, g_coef, g_base, g_sp, None, None, None, None
+
+
+def _weight(coef, scale_base, scale_sp, mask, plan, with_base):
+    """``W (out, K + with_base, in)``: ``w_b mask`` in row 0 and ``c w_s mask scale`` (and ``live = w_s mask scale``)."""
+    n_out, width, _ = coef.shape
+    off = int(with_base)
+    live = (scale_sp * mask).mul_(plan.scale)  # (out, in)
+    weight = torch.empty(n_out, plan.n_basis + off, width, dtype=coef.dtype, device=coef.device)
+    if with_base:
+        torch.mul(scale_base, mask, out=weight[:, 0])
+    torch.mul(coef.transpose(1, 2), live.unsqueeze(1), out=weight[:, off:])  # (out, K, in)
+    return weight, live
+
+
+def _param_grads(ctx, g_w, coef, scale_sp, mask, live, needs):
+    """Gradients of ``coef``, ``scale_base``, ``scale_sp`` from that of ``W`` (out, K + with_base, in)."""
+    off = int(ctx.with_base)
+    g_coef = g_base = g_sp = None
+    g_spline = g_w[:, off:].transpose(1, 2)  # (out, in, K)
+    if needs[0]:
+        g_coef = g_spline * live.unsqueeze(-1)
+    if needs[2]:
+        g_sp = (g_spline * coef).sum(dim=-1) * mask * ctx.scale
+    if ctx.with_base and needs[1]:
+        g_base = g_w[:, 0] * mask
+    return g_coef, g_base, g_sp
+
+
+class _KANLinearL1(torch.autograd.Function):
+    """Node outputs and ``mean_s |phi_ji(x_s)|`` of every edge, one autograd node for both.
+
+    The edge values ``E (in, N, out)`` come from one batched matmul of the features with
+    the weights and are saved (the backward needs their signs); nodes are ``E`` summed
+    over ``in``. Meant for models whose ``(N, out, in)`` edges fit in memory (training
+    small KANs with the sample-based penalty).
+    """
+
+    @staticmethod
+    def forward(ctx, x, coef, scale_base, scale_sp, mask, plan, with_base, cache):
+        xc = _compute_dtype(x.detach())
+        weight, live = _weight(coef, scale_base, scale_sp, mask, plan, with_base)  # (out, R, in)
+        feats, deriv = _features(x, xc, plan, cache, with_base, ctx.needs_input_grad[0])  # (N, R, in)
+        w_p = weight.to(feats.dtype).permute(2, 1, 0)  # (in, R, out)
+        edges = torch.bmm(feats.permute(2, 0, 1), w_p)  # (in, N, out)
+        out = edges.sum(dim=0)  # (N, out)
+        l1 = edges.abs().mean(dim=1).T  # (out, in)
+        ctx.with_base, ctx.x_dtype, ctx.scale = with_base, x.dtype, plan.scale
+        ctx.save_for_backward(feats, w_p, deriv, edges, coef, scale_sp, mask, live)
+        return out, l1
+
+    @staticmethod
+    def backward(ctx, g_out, g_l1):  # (N, out), (out, in)
+        feats, w_p, deriv, edges, coef, scale_sp, mask, live = ctx.saved_tensors
+        width, n = edges.shape[0], edges.shape[1]
+        g_edges = g_out.to(edges.dtype).unsqueeze(0).expand(width, n, -1)  # (in, N, out)
+        if g_l1 is not None:
+            g_edges = torch.sign(edges).mul_((g_l1.T.to(edges.dtype) / n).unsqueeze(1)).add_(g_edges)
+        g_x = None
+        if ctx.needs_input_grad[0]:
+            g_feats = torch.bmm(g_edges, w_p.transpose(1, 2))  # (in, N, R)
+            g_x = (g_feats.mul_(deriv.permute(2, 0, 1))).sum(dim=-1).T.to(ctx.x_dtype)  # (N, in)
+        g_coef = g_base = g_sp = None
+        if any(ctx.needs_input_grad[1:4]):
+            g_w = torch.bmm(feats.permute(2, 1, 0), g_edges).permute(2, 1, 0).to(coef.dtype)  # (out, R, in)
+            g_coef, g_base, g_sp = _param_grads(ctx, g_w, coef, scale_sp, mask, live, ctx.needs_input_grad[1:4])
+        return g_x, g_coef, g_base, g_sp, None, None, None, None
+
+
+def kan_linear_l1(
+    x: torch.Tensor,
+    coef: torch.Tensor,
+    scale_base: torch.Tensor,
+    scale_sp: torch.Tensor,
+    mask: torch.Tensor,
+    plan: SplinePlan,
+    *,
+    with_base: bool = True,
+    cache: FeatureCache | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Node outputs of a B-spline KAN layer and the L1 norm of each edge on the samples.
+
+    Parameters
+    ----------
+    x : Tensor (N, in)
+    coef, scale_base, scale_sp, mask, plan, with_base, cache
+        As in :func:`kan_linear`.
+
+    Returns
+    -------
+    out : Tensor (N, out)
+        As :func:`kan_linear`.
+    l1 : Tensor (out, in)
+        ``|phi_ji|_1 = mean_s |phi_ji(x_s)|`` (KAN paper eq. 2.17), masked edges 0 with a
+        zero gradient; both outputs differentiable in ``x`` and the parameters.
+
+    Notes
+    -----
+    Holds the ``(N, out, in)`` edge values until the backward: for layers whose edges
+    fit in memory (see :func:`kansym.train.regularization.sampled_regularization` for
+    the chunked alternative).
+    """
+    return _KANLinearL1.apply(x, coef, scale_base, scale_sp, mask, plan, with_base, cache)
 
 
 def kan_linear(
@@ -392,6 +634,7 @@ def kan_linear(
     plan: SplinePlan,
     *,
     with_base: bool = True,
+    cache: FeatureCache | None = None,
 ) -> torch.Tensor:
     """Node outputs of a B-spline KAN layer in one fused matmul (one autograd node).
 
@@ -404,6 +647,8 @@ def kan_linear(
     plan : SplinePlan
     with_base : bool
         Whether the SiLU residual ``w_b silu(x)`` is present.
+    cache : FeatureCache, optional
+        Reuse the features of ``x`` when it is the tensor seen last (a fixed input).
 
     Returns
     -------
@@ -411,7 +656,7 @@ def kan_linear(
         ``sum_i mask (w_b silu(x_i) + w_s sum_m c_m B_m(x_i))`` (KAN paper eq. 2.10);
         differentiable in ``x``, ``coef``, ``scale_base`` and ``scale_sp``.
     """
-    return _KANLinear.apply(x, coef, scale_base, scale_sp, mask, plan, with_base)
+    return _KANLinear.apply(x, coef, scale_base, scale_sp, mask, plan, with_base, cache)
 
 
 def spline_basis(x: torch.Tensor, plan: SplinePlan) -> torch.Tensor:

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kansym.nn.fast import SplinePlan, kan_linear, make_plan, spline_basis
+from kansym.nn.fast import FeatureCache, SplinePlan, kan_linear, kan_linear_l1, make_plan, spline_basis
 from kansym.nn.spline import coef_to_curve, curve_to_coef, grid_from_samples, make_grid
 
 __all__ = ["KANLayer"]
@@ -105,6 +105,7 @@ class KANLayer(nn.Module):
         self._plan_key: tuple | None = None
         self._plan: SplinePlan | None = None
         self.force_reference = False  # evaluate by Cox–de Boor even on uniform grids (tests, debugging)
+        self.feature_cache: FeatureCache | None = None  # set by a training loop whose input to this layer is fixed
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
         # checkpoints of KAN-GPT's former fixed-grid layer carry no grid: keep the uniform one built from grid_range
@@ -141,11 +142,36 @@ class KANLayer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Node outputs ``sum_i phi_ji(x_i)``: ``(..., in) -> (..., out)``."""
         lead = x.shape[:-1]
-        x = x.reshape(-1, self.in_features)  # (N, in)
+        if x.dim() != 2:  # a 2-D input stays the same object (FeatureCache recognises it)
+            x = x.reshape(-1, self.in_features)  # (N, in)
         plan = self.plan()
         with_base = self.base_fun == "silu"
-        out = kan_linear(x, self.coef, self.scale_base, self.scale_sp, self.mask, plan, with_base=with_base)  # (N, out)
+        out = kan_linear(
+            x, self.coef, self.scale_base, self.scale_sp, self.mask, plan, with_base=with_base, cache=self.feature_cache
+        )  # (N, out)
         return out.reshape(*lead, self.out_features)
+
+    def forward_l1(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Node outputs and every edge's ``|phi_ji|_1`` on the samples, in one pass.
+
+        Parameters
+        ----------
+        x : Tensor of shape (batch, in)
+
+        Returns
+        -------
+        out : Tensor of shape (batch, out)
+            ``self(x)``.
+        l1 : Tensor of shape (out, in)
+            ``mean_s |phi_ji(x_s)|`` (KAN paper eq. 2.17), equal to
+            ``self.edge_outputs(x).abs().mean(0)`` to rounding, values and gradients.
+            Keeps the ``(batch, out, in)`` edge values for the backward.
+        """
+        with_base = self.base_fun == "silu"
+        return kan_linear_l1(
+            x, self.coef, self.scale_base, self.scale_sp, self.mask, self.plan(), with_base=with_base,
+            cache=self.feature_cache,
+        )
 
     def edge_outputs(self, x: torch.Tensor) -> torch.Tensor:
         """Every edge function at the samples.

@@ -21,9 +21,10 @@ import torch
 from tqdm.auto import tqdm
 
 from kansym.errors import ConfigError, FitError
+from kansym.nn.fast import FeatureCache
 from kansym.nn.kan import KAN
 from kansym.train.config import OPTIMIZERS, TrainConfig
-from kansym.train.regularization import regularization
+from kansym.train.regularization import sampled_regularization
 from kansym.train.state import FitInterrupted, FitState, check_resume, snapshot_optimizer
 
 __all__ = ["TrainConfig", "History", "FitResult", "FitState", "FitInterrupted", "fit", "finetune", "OPTIMIZERS"]
@@ -97,10 +98,9 @@ def _split(n: int, val_fraction: float, seed: int) -> tuple[torch.Tensor, torch.
 
 def _objective(model: KAN, x: torch.Tensor, y: torch.Tensor, config: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """(MSE, reg) on a batch; reg is a NaN scalar when lamb == 0 (fast path)."""
-    if config.lamb > 0:
-        trace = model.trace(x)
-        mse = torch.mean((trace.output - y) ** 2)
-        return mse, regularization(trace, mu1=config.mu1, mu2=config.mu2)
+    if config.lamb > 0:  # output and penalty in one pass per layer (no KANTrace)
+        out, reg = sampled_regularization(model, x, mu1=config.mu1, mu2=config.mu2)
+        return torch.mean((out - y) ** 2), reg
     mse = torch.mean((model(x) - y) ** 2)
     return mse, torch.full((), math.nan, dtype=mse.dtype, device=mse.device)
 
@@ -244,6 +244,7 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
         )
 
     stopped_early = False
+    model.layers[0].feature_cache = FeatureCache()  # the first layer's input is the fixed x_tr: its basis once per grid
     show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = tqdm(range(start, config.steps), disable=not show, desc="fit", leave=False)
     try:
@@ -288,6 +289,7 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
                 )
                 err.result = FitResult(model, history, best_step=state.step - 1)  # type: ignore[attr-defined]
                 err.state = state  # type: ignore[attr-defined]
+                model.layers[0].feature_cache = None
                 raise err
             good = _snapshot(model)
             opt_state, gen_state = snapshot_optimizer(optimizer), gen.get_state()
@@ -307,6 +309,7 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
                     break
     except KeyboardInterrupt:
         bar.close()
+        model.layers[0].feature_cache = None
         state = roll_back()
         raise FitInterrupted(
             f"interrupted during step {state.step} of {config.steps}; rolled back to the end of the "
@@ -315,6 +318,7 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
             state,
         ) from None
     bar.close()
+    model.layers[0].feature_cache = None
     if config.patience is not None:
         model.load_state_dict(best[2])
         return FitResult(model, history, best_step=best[1], stopped_early=stopped_early)

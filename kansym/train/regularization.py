@@ -19,7 +19,10 @@ activation tensor (KAN-GPT) can be sparsified too; it ignores the residual weigh
 from the inputs, in row chunks whose ``(chunk, out, in)`` edge values are recomputed
 in the backward (activation checkpointing) instead of kept: memory
 ``O(chunk out in)`` instead of ``O(batch out in)`` per layer, for one extra evaluation
-of the edges; the model output comes from the fast layer path.
+of the edges; the model output comes from the fast layer path. A layer whose
+``(batch, out, in)`` values fit in one chunk is evaluated in one pass instead
+(:meth:`kansym.nn.KANLayer.forward_l1`: one autograd node for the node values and
+``|phi_ij|_1``), which is what training the small KANs of formula discovery uses.
 """
 
 from __future__ import annotations
@@ -96,6 +99,8 @@ def layer_penalty(scores: torch.Tensor, *, mu1: float = 1.0, mu2: float = 1.0) -
     entropy 0.
     """
     total = scores.sum()
+    if mu2 == 0:  # the same value and gradient as adding 0 * entropy, without its ten ops
+        return mu1 * total
     p = scores / total.clamp_min(torch.finfo(scores.dtype).tiny)  # (out, in)
     positive = p > 0
     safe = torch.where(positive, p, torch.ones_like(p))
@@ -174,7 +179,8 @@ def sampled_regularization(
     ``|phi_ij|_1 = mean_s |phi_ij(x_s)|`` is summed over row chunks of at most
     ``chunk_elements`` edge values; a chunk's edge values are freed after the forward and
     recomputed in the backward (``torch.utils.checkpoint``). The node values come from
-    the fast layer forward (one matmul per layer).
+    the fast layer forward (one matmul per layer). A layer whose whole batch fits in one
+    chunk takes the one-pass :meth:`kansym.nn.KANLayer.forward_l1` (no recomputation).
 
     Parameters
     ----------
@@ -200,6 +206,10 @@ def sampled_regularization(
     h = x
     for layer in model.layers:
         rows = max(1, chunk_elements // (layer.in_features * layer.out_features))
+        if rows >= h.shape[0]:
+            h, l1 = layer.forward_l1(h)  # (batch, out), (out, in)
+            terms.append(layer_penalty(l1, mu1=mu1, mu2=mu2))
+            continue
         total = None
         for start in range(0, h.shape[0], rows):
             part = checkpoint(_abs_edge_sum, layer, h[start : start + rows], use_reentrant=False)

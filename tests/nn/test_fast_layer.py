@@ -199,3 +199,102 @@ def test_bf16_autocast_runs_the_matmul_low_and_the_basis_in_float32():
     out.float().sum().backward()
     assert x.grad.dtype == torch.float32 and torch.isfinite(x.grad).all()
     assert first.coef.grad.dtype == torch.float32 and first.coef.grad.abs().sum() > 0
+
+
+def _random_knots(in_f, grid_size, order, gen):
+    """Sorted, strictly increasing, far from uniform knots (in, G + 2k + 1)."""
+    steps = torch.rand(in_f, grid_size + 2 * order, generator=gen, dtype=DT) ** 3 + 0.02
+    low = torch.rand(in_f, 1, generator=gen, dtype=DT) * 2 - 3
+    return torch.cat([low, low + steps.cumsum(dim=1)], dim=1)
+
+
+@pytest.mark.parametrize("order", [0, 1, 2, 3, 4])
+def test_piecewise_polynomials_equal_cox_de_boor_on_random_knots(order):
+    gen = torch.Generator().manual_seed(20 + order)
+    for trial in range(3):
+        grid = _random_knots(3, 6, order, gen)
+        plan = fast.make_plan(grid, order)
+        assert plan.piecewise and not plan.uniform
+        ref_plan = fast.make_plan(grid, order, force_reference=True)
+        lo, hi = grid[:, 0], grid[:, -1]
+        x = lo + (torch.rand(400, 3, generator=gen, dtype=DT) * 1.6 - 0.3) * (hi - lo)
+        x = torch.cat([x, grid.T, (grid[:, :-1] + grid[:, 1:]).T / 2])  # exactly at every knot and midpoint
+        x_before = x.clone()
+        feats, deriv = fast.features(x, plan, with_base=True, with_deriv=True)
+        ref_f, ref_d = fast.features(x, ref_plan, with_base=True, with_deriv=True)
+        assert torch.equal(x, x_before)
+        torch.testing.assert_close(feats, ref_f, atol=1e-12, rtol=0)
+        torch.testing.assert_close(deriv, ref_d, atol=1e-10, rtol=0)
+        torch.testing.assert_close(feats[:, 1:].transpose(1, 2), bspline_basis(x, grid, order), atol=1e-12, rtol=0)
+
+
+def test_piecewise_path_leaves_a_single_feature_input_unchanged():
+    """(N, 1) inputs: the transposed copy shares x's memory, so nothing may write into it."""
+    gen = torch.Generator().manual_seed(9)
+    layer = KANLayer(1, 2, 5, 3, generator=gen).to(DT)
+    layer.update_grid(torch.randn(200, 1, generator=gen, dtype=DT) ** 3)
+    assert layer.plan().piecewise
+    x = torch.randn(50, 1, generator=gen, dtype=DT)
+    before = x.clone()
+    out = layer(x)
+    assert torch.equal(x, before)
+    torch.testing.assert_close(out, _reference_forward(layer, x), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("uniform", [True, False])
+def test_forward_l1_equals_edge_outputs_values_and_gradients(uniform):
+    gen = torch.Generator().manual_seed(11)
+    layer = _random_layer(3, 4, 5, 3, gen)
+    if not uniform:
+        layer.update_grid(torch.randn(300, 3, generator=gen, dtype=DT) ** 3)
+    x = _inputs(layer, 80, gen).requires_grad_(True)
+    w_out = torch.randn(80, 4, generator=gen, dtype=DT)
+    w_l1 = torch.randn(4, 3, generator=gen, dtype=DT)
+    params = [x, layer.coef, layer.scale_base, layer.scale_sp]
+    out, l1 = layer.forward_l1(x)
+    edges = layer.edge_outputs(x)  # (N, out, in)
+    torch.testing.assert_close(out, edges.sum(-1), atol=1e-11, rtol=0)
+    torch.testing.assert_close(l1, edges.abs().mean(0), atol=1e-12, rtol=0)
+    got = torch.autograd.grad((out * w_out).sum() + (l1 * w_l1).sum(), params)
+    ref = torch.autograd.grad((edges.sum(-1) * w_out).sum() + (edges.abs().mean(0) * w_l1).sum(), params)
+    for name, g, r in zip(["x", "coef", "scale_base", "scale_sp"], got, ref):
+        torch.testing.assert_close(g, r, atol=1e-10, rtol=1e-10, msg=f"grad of {name}")
+
+
+def test_gradcheck_of_forward_l1():
+    gen = torch.Generator().manual_seed(12)
+    layer = _random_layer(2, 3, 4, 3, gen)
+    layer.update_grid(torch.randn(100, 2, generator=gen, dtype=DT))
+    x = _inputs(layer, 7, gen).requires_grad_(True)
+    coef = layer.coef.detach().clone().requires_grad_(True)
+    scale_base = layer.scale_base.detach().clone().requires_grad_(True)
+    scale_sp = layer.scale_sp.detach().clone().requires_grad_(True)
+
+    def fn(x, coef, scale_base, scale_sp):
+        return fast.kan_linear_l1(x, coef, scale_base, scale_sp, layer.mask, layer.plan())
+
+    assert torch.autograd.gradcheck(fn, (x, coef, scale_base, scale_sp))
+
+
+def test_feature_cache_reuses_only_the_same_unchanged_input_on_the_same_grid():
+    import copy
+
+    gen = torch.Generator().manual_seed(13)
+    layer = _random_layer(2, 3, 5, 3, gen)
+    layer.feature_cache = cache = fast.FeatureCache()
+    x = _inputs(layer, 40, gen)
+    first = layer(x)
+    assert cache.hits == 0
+    torch.testing.assert_close(layer(x), first, atol=0, rtol=0)
+    assert cache.hits == 1
+    x2 = x.clone()
+    layer(x2)  # another tensor, even with equal values: recomputed
+    assert cache.hits == 1
+    with torch.no_grad():
+        x2.mul_(0.5)  # edited in place: recomputed
+    torch.testing.assert_close(layer(x2), _reference_forward(layer, x2), atol=1e-11, rtol=0)
+    assert cache.hits == 1
+    layer.update_grid(x2)  # new grid, new plan: recomputed
+    torch.testing.assert_close(layer(x2), _reference_forward(layer, x2), atol=1e-11, rtol=0)
+    assert cache.hits == 1
+    assert copy.deepcopy(layer).feature_cache.hits == 0

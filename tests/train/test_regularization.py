@@ -5,7 +5,7 @@ import torch
 
 from kansym.errors import ConfigError
 from kansym.nn import KAN, KANConfig
-from kansym.train.regularization import edge_l1, edge_weight_l1, regularization, weight_regularization
+from kansym.train.regularization import edge_l1, edge_weight_l1, layer_penalty, regularization, weight_regularization
 
 
 def _two_edge_kan():
@@ -97,3 +97,37 @@ def test_sampled_regularization_equals_the_trace_based_one_in_chunks():
     torch.testing.assert_close(total.detach(), ref.detach(), atol=1e-12, rtol=0)
     for g, r in zip(torch.autograd.grad(total, params), ref_grads):
         torch.testing.assert_close(g, r, atol=1e-10, rtol=1e-10)
+
+
+@pytest.mark.parametrize("mu2", [0.0, 0.5])
+def test_one_pass_sampled_regularization_equals_the_trace_based_one(mu2):
+    """Whole batch in one chunk: KANLayer.forward_l1 (one autograd node per layer), masks and a moved grid."""
+    from kansym.train.regularization import sampled_regularization
+
+    model = KAN(KANConfig(width=(3, 4, 2), seed=3)).double()
+    x = torch.rand(60, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(4)) * 2 - 1
+    model.update_grid(x)  # non-uniform grids: the piecewise-polynomial basis
+    with torch.no_grad():
+        model.layers[0].mask[1, 2] = 0.0
+        model.layers[1].mask[0, 3] = 0.0
+    params = list(model.parameters())
+    trace = model.trace(x)
+    ref = regularization(trace, mu1=0.7, mu2=mu2) + trace.output.square().mean()
+    ref_grads = torch.autograd.grad(ref, params)
+    out, reg = sampled_regularization(model, x, mu1=0.7, mu2=mu2)
+    total = reg + out.square().mean()
+    torch.testing.assert_close(out, trace.output.detach(), atol=1e-12, rtol=0)
+    torch.testing.assert_close(total.detach(), ref.detach(), atol=1e-12, rtol=0)
+    grads = torch.autograd.grad(total, params)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, atol=1e-10, rtol=1e-10)
+    coef_grad = dict(zip([n for n, _ in model.named_parameters()], grads))["layers.0.coef"]
+    assert torch.equal(coef_grad[1, 2], torch.zeros_like(coef_grad[1, 2]))  # a masked edge gets no gradient
+
+
+def test_layer_penalty_without_entropy_is_the_l1_term():
+    scores = torch.tensor([[0.5, 0.0], [0.25, 1.0]], dtype=torch.float64, requires_grad=True)
+    value = layer_penalty(scores, mu1=2.0, mu2=0.0)
+    assert value.item() == 2.0 * 1.75
+    (grad,) = torch.autograd.grad(value, scores)
+    torch.testing.assert_close(grad, torch.full((2, 2), 2.0, dtype=torch.float64))
