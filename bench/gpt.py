@@ -149,6 +149,11 @@ def loss_at_time(curve: list, t: float) -> float:
     return curve[-1][2]
 
 
+def loss_at_iter(curve: list, it: float) -> float:
+    """Val loss at iteration ``it`` by linear interpolation of ``(iter, elapsed_s, val_loss)`` rows."""
+    return loss_at_time([[i, i, v] for i, _, v in curve], it)
+
+
 def table(rows: list[dict]) -> str:
     t_equal = min(r["train_s"] for r in rows)
     base = next((r for r in rows if r["model"] == "mlp"), rows[0])
@@ -214,6 +219,28 @@ def paired_summary(rows: list[dict], key: str = "val_loss") -> str:
     return "\n".join(lines)
 
 
+def summarize(rows: list[dict], step_ratio: str | None = None) -> str:
+    """Per-seed tables and the paired summaries of ``rows`` (see :func:`paired_summary`).
+
+    ``step_ratio`` (``"kan=1.5,hybrid=1.2"``) adds ``ratio_time_val_loss``: each model's val
+    loss at iteration ``iters / ratio`` of its own curve, the MLP's at ``iters`` (equal wall
+    time when the step times have that ratio).
+    """
+    seeds = sorted({r["seed"] for r in rows})
+    md = "\n\n".join(table([r for r in rows if r["seed"] == s]) for s in seeds)
+    for r in rows:  # equal wall time per seed: that seed's shortest run
+        t_equal = min(q["train_s"] for q in rows if q["seed"] == r["seed"])
+        r["equal_time_val_loss"] = loss_at_time(r["curve"], t_equal)
+    md += "\n\n" + paired_summary(rows) + "\n\n" + paired_summary(rows, "equal_time_val_loss")
+    if step_ratio:
+        ratios = {"mlp": 1.0} | {k: float(v) for k, v in (kv.split("=") for kv in step_ratio.split(","))}
+        rows = [r for r in rows if r["model"] in ratios]
+        for r in rows:
+            r["ratio_time_val_loss"] = loss_at_iter(r["curve"], r["iters"] / ratios[r["model"]])
+        md += "\n\n" + paired_summary(rows, "ratio_time_val_loss")
+    return md
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--text", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "shakespeare.txt"))
@@ -228,6 +255,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=0, help="torch threads per run (0: torch's default).")
     p.add_argument("--time-steps", type=int, default=0, help="Only time N training steps per model, interleaved (no training run).")
+    p.add_argument("--summarize", default=None, metavar="RESULTS_JSONL",
+                   help="Print the tables and paired summary of an earlier run's results.jsonl (no training).")
+    p.add_argument("--step-ratio", default=None, metavar="MODEL=R,...",
+                   help="With --summarize: also compare at equal wall time from these step-time ratios to the MLP "
+                        "(e.g. from --time-steps): model M is read on its own curve at max_iters / R.")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
@@ -239,6 +271,10 @@ def main(argv: list[str] | None = None) -> None:
             p.error(f"unknown model {name!r}; choose from {', '.join(MODELS)} or kan-rR (rank R)")
     if args.time_steps:
         print(json.dumps(time_steps(args)))
+        return
+    if args.summarize:
+        rows = [json.loads(line) for line in Path(args.summarize).read_text().splitlines() if line.strip()]
+        print(summarize(rows, args.step_ratio))
         return
 
     if args.one:
@@ -265,12 +301,7 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(row), flush=True)
             with open(out / "results.jsonl", "a" if len(rows) > 1 else "w") as f:
                 f.write(json.dumps(row) + "\n")
-    md = "\n\n".join(table([r for r in rows if r["seed"] == s]) for s in seeds)
-    if args.seeds is not None:
-        for r in rows:  # equal wall time per seed: that seed's shortest run
-            t_equal = min(q["train_s"] for q in rows if q["seed"] == r["seed"])
-            r["equal_time_val_loss"] = loss_at_time(r["curve"], t_equal)
-        md += "\n\n" + paired_summary(rows) + "\n\n" + paired_summary(rows, "equal_time_val_loss")
+    md = summarize(rows) if args.seeds is not None else table(rows)
     (out / "table.md").write_text(md + "\n")
     print(md)
 
