@@ -5,6 +5,9 @@ For each (batch, width) the script builds, in one process:
 - ``kansym``: :class:`kansym.nn.KANLayer` (width -> width, grid G, order k), eager;
 - ``kansym-compiled``: the same layer after :func:`kansym.nn.fast.compile_kernels`
   (the basis fused by ``torch.compile``; the first call compiles, in the warm-up);
+- ``kansym-updated``: the eager layer after ``update_grid`` on skewed samples (cubes of
+  uniform ones): a non-uniform grid, evaluated from its per-interval polynomials (what a
+  trained model runs after grid updates);
 - ``pykan``: pykan 0.2.8's ``kan.KANLayer`` (its forward returns four tensors; the
   first is the output), skipped where its ``(batch, out, in)`` tensors would exceed
   ``--pykan-max`` elements (it keeps several of them; minutes and gigabytes);
@@ -63,7 +66,7 @@ DEFAULT_SIZES = (
     "256x64,1024x64,4096x64,16384x64,65536x64,"
     "1024x16,65536x16,1024x128,1024x256,1024x512,4096x256"
 )
-IMPLS = ("kansym", "kansym-compiled", "pykan", "inkan", "dense", "linear")
+IMPLS = ("kansym", "kansym-compiled", "kansym-updated", "pykan", "inkan", "dense", "linear")
 
 
 def build(name: str, batch: int, width: int, grid: int, order: int, args) -> tuple[nn.Module, torch.Tensor] | None:
@@ -72,6 +75,11 @@ def build(name: str, batch: int, width: int, grid: int, order: int, args) -> tup
     x = torch.rand(batch, width, generator=gen) * 2 - 1
     if name in ("kansym", "kansym-compiled"):
         return KANLayer(width, width, grid, order, generator=gen), x
+    if name == "kansym-updated":
+        layer = KANLayer(width, width, grid, order, generator=gen)
+        layer.update_grid((torch.rand(4096, width, generator=gen) * 2 - 1) ** 3)
+        assert layer.plan().piecewise
+        return layer, x
     if name == "pykan":
         if batch * width * width > args.pykan_max:
             return None
