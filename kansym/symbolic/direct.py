@@ -40,7 +40,7 @@ import sympy
 
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.pareto import expression_complexity
-from kansym.symbolic.refine import refine
+from kansym.symbolic.refine import refine, simplify_formula
 
 __all__ = ["DirectCandidate", "direct_search", "choose", "selection_score", "ERROR_FLOOR"]
 
@@ -251,6 +251,16 @@ def _expression(num: list[_Feature], den: list[_Feature], cols: np.ndarray, coef
     return inverse(P / Q)
 
 
+def _drop_negligible(cols: np.ndarray, coef: np.ndarray, A: np.ndarray, t: np.ndarray,
+                     rel: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+    """Drop the terms whose share of ``t`` (numerator) or of ``Q`` is below ``rel`` (the
+    same formula found with a spurious extra term), keeping the constant column."""
+    scale = np.sqrt(np.mean(A[:, cols] ** 2, axis=0)) * np.abs(coef)
+    scale = scale / max(float(np.sqrt(np.mean(t ** 2))), 1e-300)
+    keep = (cols == 0) | (scale >= rel)
+    return cols[keep], coef[keep]
+
+
 def _error(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray) -> float:
     try:
         with np.errstate(all="ignore"):
@@ -284,7 +294,7 @@ def _signed(symbols: Sequence[sympy.Symbol], x: np.ndarray) -> dict[sympy.Symbol
 
 def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol], *,
                   complexity_weight: float = 0.05, max_terms: int = 3, keep: int = 4,
-                  refine_top: int = 6) -> list[DirectCandidate]:
+                  refine_top: int = 4) -> list[DirectCandidate]:
     """Search small formulas ``y = f(x)`` for one or two inputs.
 
     Parameters
@@ -314,19 +324,27 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     y = np.asarray(y, dtype=np.float64).ravel()
     if x.ndim != 2 or x.shape[1] not in (1, 2) or x.shape[0] < 10 or not np.all(np.isfinite(y)) or np.ptp(y) == 0:
         return []
+    # the search and the refit work with plain symbols (sympy's sign reasoning on float
+    # polynomials under roots is slow); the final simplification knows each column's sign
     signed = _signed(symbols, x)
     back = {v: k for k, v in signed.items()}
-    syms = [signed[s] for s in symbols]
+    syms = [sympy.Symbol(s.name) for s in symbols]
+    to_signed = {p: signed[s] for p, s in zip(syms, symbols)}
     num, den = _dictionary(x, syms)
     index = _subset_index(len(num), len(den), max_terms)
     rows = np.unique(np.linspace(0, len(y) - 1, min(SEARCH_ROWS, len(y))).astype(int))
     prelim = []  # (numeric score, transform, cols, coef)
+    tried: set = set()
     for name, t, inverse in _transforms(y):
         A = _design(t, num, den, rows)
         for cols in _ranked(t, A, rows, index, keep):
             coef = _coefficients(t[rows], A, cols)
             if coef is None:
                 continue
+            cols, coef = _drop_negligible(cols, coef, A, t[rows])
+            if (name, tuple(cols)) in tried:
+                continue
+            tried.add((name, tuple(cols)))
             with np.errstate(all="ignore"):
                 pred = _INVERSE_NP[name](_rational(num, den, cols, coef, rows))
                 if name in ("sq", "invsq") and np.all(y < 0):
@@ -351,16 +369,18 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     for _, comp, key, expr in raw:
         if len(out) >= refine_top:
             break
-        # refinement turns each float into an exact number (1 node instead of 2) at best
-        floor_score = selection_score(0.0, comp - 2 * len(expr.atoms(sympy.Float)), complexity_weight)
+        # refinement turns each float into an exact number (1 node instead of 2) and may
+        # drop one term more: raw candidates that cannot beat the best refined one are left
+        floor_score = selection_score(0.0, comp - len(expr.atoms(sympy.Float)) - 1, complexity_weight)
         if out and floor_score >= min(selection_score(c.error, c.complexity, complexity_weight) for c in out):
             break
         try:
             fine = refine(expr, syms, xr, yr)
+            fine = simplify_formula(fine.xreplace(to_signed))
         except Exception as exc:  # a refit that fails leaves this raw candidate out  # noqa: BLE001
             log.debug("direct search: refining %s failed (%s)", key, exc)
             continue
-        err = _error(fine, syms, x, y)
+        err = _error(fine, [to_signed[s] for s in syms], x, y)
         if not math.isfinite(err) or str(fine) in seen:
             continue
         seen.add(str(fine))
