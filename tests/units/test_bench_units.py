@@ -33,3 +33,16 @@ def test_units_given_by_default_and_the_constant_case_is_recovered(tmp_path):
     row = fb.run_equation(eq, args)
     assert row["recovered"] and row["units"] and row["runs"] == 0 and row["r2_test"] > 0.999999
     assert row["reduction"]["groups"] == {}
+
+
+def test_recovery_is_judged_on_the_sampling_ranges(tmp_path):
+    from kansym.symbolic.verify import is_exact_recovery
+
+    path = tmp_path / "eq.csv"
+    path.write_text("id,output,formula,v1_name,v1_low,v1_high,v2_name,v2_low,v2_high,v3_name,v3_low,v3_high\n"
+                    "I.48.2,E,m*c**2/sqrt(1-v**2/c**2),m,1,5,v,1,2,c,3,10\n")
+    eq = fb.load_equations(path)[0]
+    cand = "c**3*m/sqrt(c**2 - v**2)"  # equal for c > 0, which the range [3, 10] says
+    assert is_exact_recovery(eq.truth_on_ranges(), cand, symbols=list(eq.names))
+    assert not is_exact_recovery(eq.truth(), cand, symbols=list(eq.names))  # not for every real c
+    assert not is_exact_recovery(eq.truth_on_ranges(), "c**3*m/sqrt(c**2 + v**2)", symbols=list(eq.names))
