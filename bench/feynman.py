@@ -273,6 +273,14 @@ def run_all(equations: list[Equation], args: argparse.Namespace, emit) -> list[d
     return [rows[t[0].id, t[1]] for t in tasks]
 
 
+def _groups(row: dict) -> str:
+    """The dimensionless groups the law was reduced to (``0`` for a monomial, ``—`` without units)."""
+    red = row.get("reduction")
+    if not red:
+        return "—"
+    return str(len(red["groups"])) + (": " + ", ".join(f"`{g}`" for g in red["groups"].values()) if red["groups"] else "")
+
+
 def summary(rows: list[dict], equations: list[Equation], args: argparse.Namespace) -> str:
     """Markdown: the command, recovery rate, median seconds, and one line per equation."""
     by_id = {e.id: e for e in equations}
@@ -293,15 +301,15 @@ def summary(rows: list[dict], equations: list[Equation], args: argparse.Namespac
                      f"median {med:.1f} s per equation**  ")
     lines += [
         "",
-        "| id | method | truth | recovered | R² test | complexity | s | formula |",
-        "|---|---|---|---|---|---|---|---|",
+        "| id | method | truth | groups | recovered | R² test | complexity | s | formula |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         r2 = r.get("r2_test")
         r2s = "—" if r2 is None else f"{r2:.6f}"
         form = r.get("formula") or r.get("error", "")
         form = form if len(form) <= 90 else form[:87] + "..."
-        lines.append(f"| {r['id']} | {r.get('method', 'kansym')} | `{by_id[r['id']].formula}` | {'yes' if r.get('recovered') else 'no'} | {r2s} | "
+        lines.append(f"| {r['id']} | {r.get('method', 'kansym')} | `{by_id[r['id']].formula}` | {_groups(r)} | {'yes' if r.get('recovered') else 'no'} | {r2s} | "
                      f"{r.get('complexity', '—')} | {r.get('seconds', '—')} | `{form}` |")
     return "\n".join(lines) + "\n"
 
