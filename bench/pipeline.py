@@ -19,7 +19,9 @@ same ``--rows`` training rows (seeded), in the same process, one after the other
 One-time costs are paid before the clocks start (the first torch optimizer imports
 ``torch._dynamo``, 5-20 s on this machine; pykan's modules load). A formula counts as exact by :func:`kansym.symbolic.verify.is_exact_recovery` (SRBench
 rule: floats rounded to 3 significant digits, the difference to the truth a constant or
-the ratio a constant). Prints JSON lines and a Markdown table with the time ratio.
+the ratio a constant). Prints JSON lines and a Markdown table with the time ratio: wall
+time, and the CPU time of the process (``cpu_seconds``, all threads; both tools run with
+one torch thread), which on a shared machine leaves out the time spent waiting for a core.
 
     python bench/pipeline.py [--problems hello,I.6.2a,I.12.1,I.14.4] [--rows 1000]
 """
@@ -75,12 +77,13 @@ def problem(name: str, rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, li
 
 
 def run_kansym(x, y, names, output, truth) -> dict:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = discover(x, y[:, None], names, [output], DiscoverConfig(seed=0), progress=False)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     expr = result.formulas[0].expr
     stages = {k: round(v, 2) for k, v in result.seconds.items()}
-    return {"seconds": seconds, "formula": str(expr), "exact": bool(is_exact_recovery(truth, expr)), "stages": stages}
+    return {"seconds": seconds, "cpu_seconds": cpu, "formula": str(expr), "exact": bool(is_exact_recovery(truth, expr)),
+            "stages": stages}
 
 
 def run_pykan(x, y, x_test, y_test, names, truth) -> dict:
@@ -98,7 +101,7 @@ def run_pykan(x, y, x_test, y_test, names, truth) -> dict:
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
         os.chdir(tmp)  # pykan writes checkpoints and figures under the working directory
         try:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             model = KAN(width=[x.shape[1], 5, 1], grid=3, k=3, seed=1)
             model(dataset["train_input"])
             model.fit(dataset, opt="LBFGS", steps=50, lamb=0.001)
@@ -109,11 +112,11 @@ def run_pykan(x, y, x_test, y_test, names, truth) -> dict:
             model.auto_symbolic(lib=PYKAN_LIB)
             model.fit(dataset, opt="LBFGS", steps=50)
             expr = ex_round(model.symbolic_formula(var=names)[0][0], 4)
-            seconds = time.perf_counter() - t0
+            seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         finally:
             os.chdir(cwd)
     expr = expr.subs({s: sympy.Symbol(s.name, real=True) for s in expr.free_symbols})
-    return {"seconds": seconds, "formula": str(expr), "exact": bool(is_exact_recovery(truth, expr))}
+    return {"seconds": seconds, "cpu_seconds": cpu, "formula": str(expr), "exact": bool(is_exact_recovery(truth, expr))}
 
 
 def main(argv=None) -> int:
@@ -145,15 +148,19 @@ def main(argv=None) -> int:
                 res = {"seconds": time.perf_counter() - t0, "formula": None, "exact": False, "error": repr(exc)[:200]}
             row = {"problem": name, "truth": str(truth), "tool": tool, "rows": n, "threads": args.threads, **res}
             row["seconds"] = round(row["seconds"], 2)
+            if "cpu_seconds" in row:
+                row["cpu_seconds"] = round(row["cpu_seconds"], 2)
             rows.append(row)
             print(json.dumps(row), flush=True)
     print()
-    print("| problem | truth | kansym s | exact | pykan s | exact | pykan / kansym time | kansym formula | pykan formula |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| problem | truth | kansym s | exact | pykan s | exact | pykan / kansym time | pykan / kansym CPU "
+          "| kansym formula | pykan formula |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in dict.fromkeys(r["problem"] for r in rows):
         k = next((r for r in rows if r["problem"] == name and r["tool"] == "kansym"), None)
         p = next((r for r in rows if r["problem"] == name and r["tool"] == "pykan"), None)
         ratio = f"{p['seconds'] / k['seconds']:.1f}x" if k and p else "-"
+        cpu = f"{p['cpu_seconds'] / k['cpu_seconds']:.1f}x" if k and p and "cpu_seconds" in p and "cpu_seconds" in k else "-"
         def verdict(r):
             return "failed" if r.get("error") else ("yes" if r["exact"] else "no")
 
@@ -164,7 +171,7 @@ def main(argv=None) -> int:
         truth = (k or p)["truth"]
         fk = f"`{k['formula']}`" if k and k["formula"] else (k or {}).get("error", "-")
         fp = f"`{p['formula']}`" if p and p["formula"] else (p or {}).get("error", "-")
-        print(f"| {name} | `{truth}` | {cells[0]} | {cells[1]} | {ratio} | {fk} | {fp} |")
+        print(f"| {name} | `{truth}` | {cells[0]} | {cells[1]} | {ratio} | {cpu} | {fk} | {fp} |")
     return 0
 
 
