@@ -159,7 +159,9 @@ def symbolify_bundle(
     for k, raw in enumerate(sym.expressions(symbols)):
         expr = refine(raw, symbols, x, y[:, k], loss_space=loss_space)
         fid = fidelity(lambdify_formula(expr, symbols), x, y[:, k], y_model[:, k]) if _finite(expr, symbols, x) else None
-        raw_fid = fidelity(lambdify_formula(raw, symbols), x, y[:, k], y_model[:, k])
+        # a composition undefined on some rows (an edge's fit left its domain) is scored as such
+        raw_fid = fidelity(lambdify_formula(raw, symbols), x, y[:, k], y_model[:, k]) if _finite(raw, symbols, x) \
+            else UNDEFINED
         if fid is None or fid.r2_data < raw_fid.r2_data - 1e-6:
             log.info("refinement lowered R² (%s < %.6g); keeping the raw composition",
                      "nan" if fid is None else f"{fid.r2_data:.6g}", raw_fid.r2_data)
@@ -225,6 +227,9 @@ def _compete(kan: Formula, direct: Sequence[DirectCandidate], weight: float, x: 
                    fidelity=fidelity(lambdify_formula(best, kan.symbols), x, y, y_model), target=kan.target,
                    candidates=kan.candidates, r2_test=next(e.r2 for e in front if e.chosen),
                    r2_model_test=kan.r2_model_test, n_test=kan.n_test, front=front)
+
+
+UNDEFINED = Fidelity(-math.inf, -math.inf, math.inf, math.inf)  # a formula that is NaN/inf on some rows
 
 
 def _finite(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray) -> bool:
