@@ -199,8 +199,9 @@ def _compete(kan: Formula, direct: Sequence[DirectCandidate], weight: float, x: 
     :func:`~kansym.symbolic.direct.selection_score` (normalised RMS error on the held-out
     rows, complexity); the Pareto front lists both kinds.
 
-    A verified KAN formula (no :attr:`Formula.warning`) is displaced only by a score lower
-    by ``DIRECT_MARGIN`` (a 10**0.5-fold smaller error at equal complexity): on real
+    A verified KAN formula (no :attr:`Formula.warning`) is displaced by a formula that is
+    not simpler only with a score lower by ``DIRECT_MARGIN`` (a 10**0.5-fold smaller
+    error at equal complexity): on real
     measurements a few free exponents of the direct search fit the data's systematics
     slightly better than the KAN's snapped law (Kepler's ``M**0.5016`` against ``sqrt(M)``)."""
     def score(expr: sympy.Expr, r2: float) -> float:
@@ -208,13 +209,15 @@ def _compete(kan: Formula, direct: Sequence[DirectCandidate], weight: float, x: 
         return selection_score(err, expression_complexity(expr), weight)
 
     best, best_r2 = kan.expr, kan.r2_test
-    best_score = score(best, best_r2) - (0.0 if kan.warning else DIRECT_MARGIN)
+    kan_score, kan_complexity = score(kan.expr, kan.r2_test), expression_complexity(kan.expr)
+    best_score = math.inf
     for c in direct:
         expr = c.expr.xreplace({s: t for s in c.expr.free_symbols for t in kan.symbols if s.name == t.name})
         if not _finite(expr, kan.symbols, x_test):
             continue
         r2 = r2_score(y_test, lambdify_formula(expr, kan.symbols)(x_test))
-        if score(expr, r2) < best_score - 1e-12:
+        margin = 0.0 if kan.warning or expression_complexity(expr) < kan_complexity else DIRECT_MARGIN
+        if score(expr, r2) < min(best_score, kan_score - margin) - 1e-12:
             best, best_r2, best_score = expr, r2, score(expr, r2)
     if best is kan.expr:
         return kan
