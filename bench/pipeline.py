@@ -159,8 +159,9 @@ def main(argv=None) -> int:
     for name in dict.fromkeys(r["problem"] for r in rows):
         k = next((r for r in rows if r["problem"] == name and r["tool"] == "kansym"), None)
         p = next((r for r in rows if r["problem"] == name and r["tool"] == "pykan"), None)
-        ratio = f"{p['seconds'] / k['seconds']:.1f}x" if k and p else "-"
-        cpu = f"{p['cpu_seconds'] / k['cpu_seconds']:.1f}x" if k and p and "cpu_seconds" in p and "cpu_seconds" in k else "-"
+        both = bool(k and p and not k.get("error") and not p.get("error"))  # no ratio to a failed run
+        ratio = f"{p['seconds'] / k['seconds']:.1f}x" if both else "-"
+        cpu = f"{p['cpu_seconds'] / k['cpu_seconds']:.1f}x" if both else "-"
         def verdict(r):
             return "failed" if r.get("error") else ("yes" if r["exact"] else "no")
 
