@@ -225,9 +225,15 @@ def _ranked(t: np.ndarray, A: np.ndarray, rows: np.ndarray, index: dict[int, np.
 
 
 def _coefficients(t: np.ndarray, A: np.ndarray, cols: np.ndarray) -> np.ndarray | None:
+    """Least-squares coefficients of the columns ``cols`` of ``A`` for ``t`` (None if degenerate)."""
     sub = A[:, cols]
     norms = np.linalg.norm(sub, axis=0)
-    coef, *_ = np.linalg.lstsq(sub / norms, t, rcond=None)
+    if not np.all(norms > 0):
+        return None
+    try:
+        coef, *_ = np.linalg.lstsq(sub / norms, t, rcond=None)
+    except np.linalg.LinAlgError:  # SVD did not converge: leave this subset out
+        return None
     coef = coef / norms
     return coef if np.all(np.isfinite(coef)) else None
 
