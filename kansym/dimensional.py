@@ -185,13 +185,17 @@ def _logged(result: UnitsDiscovery) -> UnitsDiscovery:
 
 
 def _constant(red: Reduction, x, y, fit_idx, test_idx, n_test, symbols, target, text) -> UnitsDiscovery:
-    """``y = C * prod x^p``: C from the median ratio, refit and snapped (:func:`kansym.symbolic.refine.refine`)."""
+    """``y = C * prod x^p``: C by least squares in CSV units, refit and snapped
+    (:func:`kansym.symbolic.refine.refine`, linear loss)."""
     t0 = time.perf_counter()
     mono = red.monomial(symbols)
     _, yq = red.reduce(x[fit_idx], y[fit_idx])
-    raw = sympy.Float(float(np.median(yq))) * mono
-    space = "log" if np.all(y[fit_idx] > 0) else "linear"
-    expr = refine(raw, symbols, x[fit_idx], y[fit_idx], loss_space=space)
+    # least squares C = <y, m> / <m, m> in the data's own units: unbiased under additive
+    # noise (a fit of log y is not: it snapped 0.4977 to exp(-2 pi/9) instead of 1/2)
+    m = y[fit_idx] / yq
+    c = float(np.dot(y[fit_idx], m) / np.dot(m, m)) if np.dot(m, m) > 0 else float(np.median(yq))
+    raw = sympy.Float(c if np.isfinite(c) else float(np.median(yq))) * mono
+    expr = refine(raw, symbols, x[fit_idx], y[fit_idx], loss_space="linear")
     if not np.all(np.isfinite(_predict(expr, symbols, x[fit_idx]))):
         expr = raw
     y_model_fit = _predict(raw, symbols, x[fit_idx])

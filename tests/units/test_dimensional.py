@@ -127,3 +127,14 @@ def test_estimator_with_units_predicts_with_the_mapped_formula():
     with pytest.raises(DataError, match="no unit given for column.*F"):
         KANRegressor(units="q1=C,q2=C,epsilon=F/m,r=m").fit(x, y, feature_names=["q1", "q2", "epsilon", "r"],
                                                               target_name="F")
+
+
+def test_noisy_constant_is_fitted_in_the_data_units_and_snapped_to_one_half():
+    # a fit of log y is biased under additive noise (it gave exp(-2*pi/9) = 0.4977 for 1/2)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(1, 5, (10000, 2))
+    y = 0.5 * x[:, 0] * x[:, 1] ** 2
+    y = y + np.random.default_rng(1).normal(0, 0.01 * np.sqrt(np.mean(y**2)), y.shape)
+    f = discover_with_units(x, y, ["k", "x"], "U", {"k": "kg/s^2", "x": "m", "U": "kg*m^2/s^2"}).formulas[0]
+    k, xs = sympy.symbols("k x", positive=True)
+    assert sympy.simplify(f.expr - k * xs**2 / 2) == 0
