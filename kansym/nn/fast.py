@@ -417,49 +417,55 @@ def features(
 
 
 class FeatureCache:
-    """The features of the last input of one layer, reused while the input and grid stay the same.
+    """The features of a layer's recent inputs, reused while an input and the grid stay the same.
 
     A training loop feeds the first layer the same data tensor in every closure; its
     features ``F (N, K + 1, in)`` depend only on that tensor and the grid, so they are
     computed once per grid. A hit needs the very same tensor object (held by weak
     reference, so a freed input cannot alias a new one), unchanged since
     (``Tensor._version``), the same plan object (replaced on every grid change) and the
-    same options. Holds one entry; memory: one ``F`` (and ``dF/dx`` if it was asked for).
-    Used by :func:`kansym.train.fit.fit` for the first layer during a fit.
+    same options. Keeps the ``size`` most recent inputs (default 2: the training rows
+    and the validation rows of :func:`kansym.train.fit.fit`, which sets one on the first
+    layer during a fit); memory: their ``F`` (and ``dF/dx`` where asked for).
+
+    Parameters
+    ----------
+    size : int
+        Entries kept, at least 1.
     """
 
-    def __init__(self) -> None:
-        self._key: tuple | None = None
-        self._ref = None
-        self._plan: SplinePlan | None = None
-        self._value: tuple | None = None
+    def __init__(self, size: int = 2) -> None:
+        self.size = max(1, int(size))
+        self._entries: list[tuple] = []  # (weakref to x, key, plan, (F, dF/dx)), most recent last
         self.hits = 0
 
     def __deepcopy__(self, memo) -> "FeatureCache":
-        return FeatureCache()  # a copied layer starts with an empty cache
+        return FeatureCache(self.size)  # a copied layer starts with an empty cache
 
     def __getstate__(self) -> dict:
-        return {}
+        return {"size": self.size}
 
     def __setstate__(self, state) -> None:
-        self.__init__()
+        self.__init__(state.get("size", 2))
 
     def features(self, x: torch.Tensor, xc: torch.Tensor, plan: SplinePlan, *, with_base: bool, with_deriv: bool):
-        """:func:`features` of ``xc`` (``x`` in the compute dtype), from the cache when ``x`` was seen last."""
-        key = (x._version, id(plan), with_base, x.dtype)
-        if self._ref is not None and self._ref() is x and self._key == key and self._plan is plan:
-            feats, deriv = self._value
-            if deriv is not None or not with_deriv:
+        """:func:`features` of ``xc`` (``x`` in the compute dtype), from the cache when ``x`` was seen recently."""
+        key = (x._version, with_base, x.dtype)
+        for i, (ref, k, p, value) in enumerate(self._entries):
+            if ref() is x and k == key and p is plan and (value[1] is not None or not with_deriv):
                 self.hits += 1
-                return feats, deriv
+                self._entries.append(self._entries.pop(i))
+                return value
         value = features(xc, plan, with_base=with_base, with_deriv=with_deriv)
-        self._ref, self._key, self._plan, self._value = weakref.ref(x), key, plan, value
+        self._entries = [e for e in self._entries if e[0]() is not None and e[0]() is not x][-(self.size - 1) :]
+        if self.size == 1:
+            self._entries = []
+        self._entries.append((weakref.ref(x), key, plan, value))
         return value
 
     def clear(self) -> None:
-        """Drop the entry."""
-        self._key = self._ref = self._value = None
-        self._plan = None
+        """Drop every entry."""
+        self._entries = []
 
 
 def _features(x, xc, plan, cache, with_base, with_deriv):

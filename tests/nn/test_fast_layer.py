@@ -290,11 +290,17 @@ def test_feature_cache_reuses_only_the_same_unchanged_input_on_the_same_grid():
     x2 = x.clone()
     layer(x2)  # another tensor, even with equal values: recomputed
     assert cache.hits == 1
+    layer(x)  # two entries: training rows and validation rows alternate without recomputing
+    layer(x2)
+    assert cache.hits == 3
     with torch.no_grad():
         x2.mul_(0.5)  # edited in place: recomputed
     torch.testing.assert_close(layer(x2), _reference_forward(layer, x2), atol=1e-11, rtol=0)
-    assert cache.hits == 1
+    assert cache.hits == 3
     layer.update_grid(x2)  # new grid, new plan: recomputed
     torch.testing.assert_close(layer(x2), _reference_forward(layer, x2), atol=1e-11, rtol=0)
-    assert cache.hits == 1
+    assert cache.hits == 3
+    layer(x.clone())
+    layer(x.clone())  # a third tensor pushes out the oldest entry (size 2)
+    assert len(cache._entries) == 2
     assert copy.deepcopy(layer).feature_cache.hits == 0
