@@ -72,7 +72,8 @@ class SplinePlan:
     n_basis : int
         ``K = G + k``.
     uniform : bool
-        Closed form on ``t_0 + i h`` when True, Cox–de Boor otherwise.
+        Closed form on ``t_0 + i h`` when True; otherwise per-interval polynomials (``piecewise``),
+        or Cox–de Boor on the samples with ``force_reference``.
     t0, inv_h : Tensor (in,) or None
         First knot and inverse knot step per feature (uniform plans).
     knots : Tensor (G + 2k + 1, in)

@@ -65,10 +65,10 @@ class KANLayer(nn.Module):
     The layer accepts any leading dimensions: ``(..., in) -> (..., out)``. The hot path
     (:mod:`kansym.nn.fast`) evaluates the basis once per input feature, in closed form
     while every feature's knots are uniform (as built, and after :func:`make_grid`-style
-    grids) and by the Cox–de Boor recursion otherwise (after :meth:`update_grid`), then
+    grids) and from per-interval polynomial pieces otherwise (after :meth:`update_grid`), then
     contracts it with the weights in one matmul, with a custom backward that saves only
     the input and the basis. The ``(batch, out, in)`` edge tensor is built only by
-    :meth:`edge_outputs`. Which path applies is decided once per change of ``grid``
+    :meth:`edge_outputs` and :meth:`forward_l1` (the training penalty). Which path applies is decided once per change of ``grid``
     (one host sync), so grids assigned or edited in place are picked up.
     """
 
