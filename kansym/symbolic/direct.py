@@ -150,21 +150,26 @@ def _dictionary(x: np.ndarray, symbols: Sequence[sympy.Symbol]) -> tuple[list[_F
 
 # --- target transforms -------------------------------------------------------------------
 
+def _pow(r: sympy.Expr, p: sympy.Expr) -> sympy.Expr:
+    return sympy.Pow(r, p, evaluate=False)
+
+
 def _transforms(y: np.ndarray) -> list[tuple[str, np.ndarray, Callable[[sympy.Expr], sympy.Expr]]]:
     """``(name, T(y), inverse)`` for the transforms invertible on ``y``'s range."""
     out = [("id", y, lambda r: r)]
     pos, neg = bool(np.all(y > 0)), bool(np.all(y < 0))
     if pos or neg:
         sign = 1 if pos else -1
-        out.append(("inv", 1 / y, lambda r: 1 / r))
-        out.append(("sq", y ** 2, lambda r: sign * sympy.sqrt(r)))
-        out.append(("invsq", 1 / y ** 2, lambda r: sign / sympy.sqrt(r)))
+        # unevaluated: sympy's sign reasoning on a root of a float rational can take minutes
+        out.append(("inv", 1 / y, lambda r: _pow(r, -1)))
+        out.append(("sq", y ** 2, lambda r: sign * _pow(r, sympy.Rational(1, 2))))
+        out.append(("invsq", 1 / y ** 2, lambda r: sign * _pow(r, sympy.Rational(-1, 2))))
     if pos:
-        out.append(("log", np.log(y), sympy.exp))
+        out.append(("log", np.log(y), lambda r: sympy.exp(r, evaluate=False)))
     if np.all(np.abs(y) <= math.pi / 2):
-        out.append(("sin", np.sin(y), sympy.asin))
+        out.append(("sin", np.sin(y), lambda r: sympy.asin(r, evaluate=False)))
     if np.all(np.abs(y) <= 30) and np.ptp(y) < 30:
-        out.append(("exp", np.exp(y), sympy.log))
+        out.append(("exp", np.exp(y), lambda r: sympy.log(r, evaluate=False)))
     return [t for t in out if np.all(np.isfinite(t[1])) and np.ptp(t[1]) > 0]
 
 
@@ -254,7 +259,7 @@ def _expression(num: list[_Feature], den: list[_Feature], cols: np.ndarray, coef
             P += sympy.Float(c) * num[j - 1].expr
         else:
             Q += sympy.Float(c) * den[j - 1 - n_num].expr
-    return inverse(P / Q)
+    return inverse(P if Q == 1 else sympy.Mul(P, _pow(Q, -1), evaluate=False))
 
 
 def _drop_negligible(cols: np.ndarray, coef: np.ndarray, A: np.ndarray, t: np.ndarray,
