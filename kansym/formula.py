@@ -35,6 +35,7 @@ log = logging.getLogger("kansym")
 MIN_ROWS = 10
 MIN_HOLDOUT_ROWS = 20  # fewer held-out rows than this would make a noisy verdict
 R2_GAP = 0.01  # a formula this much below the model's held-out R² is flagged
+EXACT_DIRECT_ERROR = 1e-9  # a direct formula this close (normalised RMS error) skips the KAN's Occam step and refit
 DIRECT_MARGIN = 0.5  # score lead a direct-search formula needs over a verified KAN formula
 
 
@@ -150,14 +151,20 @@ def symbolify_bundle(
     )
     symbols = tuple(input_symbols(bundle.input_names, positive=bundle.transform.log_space))
     tried: list = []
-    if len(bundle.output_names) == 1 and config.simplify_edges:
+    if direct is None and uses_direct_search(config, x, y):
+        direct = direct_search(x, y[:, 0], symbols, complexity_weight=config.complexity_weight)
+    # an exact direct formula makes the KAN's Occam step and refit (minutes on some 2-input
+    # laws) moot
+    exact_direct = bool(direct) and min(c.error for c in direct) <= EXACT_DIRECT_ERROR
+    if len(bundle.output_names) == 1 and config.simplify_edges and not exact_direct:
         sym, tried = simplify_edges(sym, candidates, symbols, x, y[:, 0])
     y_model = bundle.predict(x)
     y_model_test = bundle.predict(x_test)
     loss_space = "log" if bundle.transform.log_space else "linear"
     formulas = []
     for k, raw in enumerate(sym.expressions(symbols)):
-        expr = refine(raw, symbols, x, y[:, k], loss_space=loss_space)
+        # with an exact direct formula the KAN's composition is only shown, not refined
+        expr = raw if exact_direct else refine(raw, symbols, x, y[:, k], loss_space=loss_space)
         fid = fidelity(lambdify_formula(expr, symbols), x, y[:, k], y_model[:, k]) if _finite(expr, symbols, x) else None
         # a composition undefined on some rows (an edge's fit left its domain) is scored as such
         raw_fid = fidelity(lambdify_formula(raw, symbols), x, y[:, k], y_model[:, k]) if _finite(raw, symbols, x) \
@@ -177,8 +184,6 @@ def symbolify_bundle(
             )
         )
         if uses_direct_search(config, x, y):
-            if direct is None:
-                direct = direct_search(x, y[:, 0], symbols, complexity_weight=config.complexity_weight)
             formulas[-1] = _compete(formulas[-1], direct, config.complexity_weight, x, y[:, 0], y_model[:, 0],
                                     x_test, yt)
         if formulas[-1].warning:
