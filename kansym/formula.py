@@ -208,7 +208,9 @@ def _compete(kan: Formula, direct: Sequence[DirectCandidate], weight: float, x: 
     not simpler only with a score lower by ``DIRECT_MARGIN`` (a 10**0.5-fold smaller
     error at equal complexity): on real
     measurements a few free exponents of the direct search fit the data's systematics
-    slightly better than the KAN's snapped law (Kepler's ``M**0.5016`` against ``sqrt(M)``)."""
+    slightly better than the KAN's snapped law (Kepler's ``M**0.5016`` against ``sqrt(M)``).
+    Nor is it ever displaced by a candidate whose held-out R² is more than
+    ``R2_GAP`` below the model's (the verification rule), whatever the weight."""
     def score(expr: sympy.Expr, r2: float) -> float:
         err = math.sqrt(max(1.0 - r2, 0.0)) if math.isfinite(r2) else math.inf
         return selection_score(err, expression_complexity(expr), weight)
@@ -221,6 +223,8 @@ def _compete(kan: Formula, direct: Sequence[DirectCandidate], weight: float, x: 
         if not _finite(expr, kan.symbols, x_test):
             continue
         r2 = r2_score(y_test, lambdify_formula(expr, kan.symbols)(x_test))
+        if not kan.warning and r2 < kan.r2_model_test - R2_GAP:
+            continue  # never trade a verified formula for one that fails verification (e.g. a heavy weight's constant)
         margin = 0.0 if kan.warning or expression_complexity(expr) < kan_complexity else DIRECT_MARGIN
         if score(expr, r2) < min(best_score, kan_score - margin) - 1e-12:
             best, best_r2, best_score = expr, r2, score(expr, r2)

@@ -87,6 +87,19 @@ def test_cli_rejects_a_bad_complexity_weight(value, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # one Kepler fit, about 15 s
+def test_a_heavy_complexity_weight_never_replaces_a_verified_law_by_a_failing_one(tmp_path):
+    # Regression: with weight 0.5 the direct search's constant 0 (R² -0.11) displaced
+    # Kepler's verified a**(3/2)/sqrt(M) law, printed under a WARNING.
+    res = CliRunner().invoke(cli, ["fit", "--example", "kepler", "--complexity-weight", "0.5", "-q",
+                                   "-o", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    import json
+    record = json.loads((tmp_path / "out" / "formula.json").read_text())
+    assert "semi_major_axis_km" in record["sympy"] and "primary_mass_kg" in record["sympy"]
+    assert record["r2_data"] > 0.999
+
+
 @pytest.mark.slow  # 8 s each on an idle machine (a whole discover run)
 @pytest.mark.parametrize("law, low, high", [
     ("x/(exp(x) - 1)", 0.04, 25),  # the KAN alone leaves it approximate
