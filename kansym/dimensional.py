@@ -126,7 +126,7 @@ def discover_with_units(
         return UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=None, units=text)
 
     if red is None:
-        return plain(f"the units of {target} cannot be made from those of {', '.join(names)} (inconsistent units)")
+        return plain(f"the units of {target} cannot be made from those of {', '.join(names)} (inconsistent units; every unit name is its own base dimension, so write derived units in base ones, e.g. N as kg*m/s^2)")
     if red.trivial:
         return plain(None)
     symbols = _symbols(names, x)

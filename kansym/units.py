@@ -18,6 +18,7 @@ and the target's dimensions ``b``, a solution ``p`` of ``M p = b`` gives a monom
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import re
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ import numpy as np
 import sympy
 
 from kansym.errors import DataError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["parse_unit", "Reduction", "analyze", "read_units", "read_units_table"]
 
@@ -117,6 +120,8 @@ def read_units_table(source: str | Mapping[str, str]) -> dict[str, str]:
         if "=" not in item:
             raise DataError(f"cannot read the inline units item {item.strip()!r}: write column=unit, e.g. v=m/s")
         k, v = item.split("=", 1)
+        if k.strip() in table:
+            raise DataError(f"the unit of column {k.strip()!r} is given twice in --units")
         table[k.strip()] = v.strip()
     return table
 
@@ -134,6 +139,10 @@ def read_units(source: str | Mapping[str, str], columns: Sequence[str]) -> dict[
     if missing:
         raise DataError(f"no unit given for column(s) {', '.join(missing)}; every input and the target need one "
                         "('1' or 'Dimensionless' for none)")
+    extra = [k for k in table if k not in columns]
+    if extra:
+        log.warning("units given for %s, which %s not among the columns used (%s); ignored",
+                    ", ".join(extra), "is" if len(extra) == 1 else "are", ", ".join(columns))
     return {c: parse_unit(table[c]) for c in columns}
 
 
@@ -162,6 +171,8 @@ def _read_units_file(path) -> dict[str, str]:
         name, unit = row[0].strip(), ",".join(row[1:]).strip()
         if n == 1 and name.lower() in ("column", "name") and unit.lower() in ("unit", "units"):
             continue
+        if name in table:
+            raise DataError(f"units file {path}, line {n}: the unit of column {name!r} is given twice")
         table[name] = unit
     return table
 

@@ -211,7 +211,7 @@ def model_options(fn):
 @click.option("--plots", default=None, type=click.Path(file_okay=False), help="Also write diagram.png, report.png and curves.png of the run in this directory.")
 @click.option("--finetune-steps", default=None, type=int, help="LBFGS steps of the fine-tuning after pruning.  [default: 20]")
 @click.option("--backend", type=click.Choice(["kan", "pysr"]), default="kan", show_default=True, help="kan: KAN pipeline; pysr: whole-formula search with PySR (pip install 'kansym[pysr]'; needs Julia), writes formula.json/.tex only.")
-@click.option("--units", default=None, help="Units of every input and the target: a CSV (column,unit) or JSON ({\"column\": \"unit\"}) file, or inline \"v=m/s,c=m/s,E=kg*m^2/s^2\"; the law is first reduced to dimensionless groups (AI Feynman's dimensional analysis).")
+@click.option("--units", default=None, help="Units of every input and the target: a CSV (column,unit) or JSON ({\"column\": \"unit\"}) file, or inline \"v=m/s,c=m/s,E=kg*m^2/s^2\"; the law is first reduced to dimensionless groups (AI Feynman's dimensional analysis). Each unit name is a base dimension: write N as kg*m/s^2.")
 @common_options
 @click.pass_context
 @run_safely

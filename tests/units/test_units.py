@@ -114,3 +114,17 @@ def test_monomials_reach_a_square_of_a_group():
     # E = -C / n^2 with n dimensionless: p + (-2) * [n] is among the monomials tried
     red = analyze(["m", "n"], [parse_unit("kg"), {}], parse_unit("kg"))
     assert (F(1), F(-2)) in red.monomials()
+
+
+def test_a_column_given_twice_is_an_error_and_an_unused_one_a_warning(tmp_path, caplog):
+    # Regressions (fresh-user check): a repeated column silently kept its last unit, and a
+    # misspelt extra column was ignored without a word.
+    with pytest.raises(DataError, match="unit of column 'm' is given twice"):
+        read_units("m=kg,v=m/s,m=s", ["m", "v"])
+    cs = tmp_path / "u.csv"
+    cs.write_text("m,kg\nv,m/s\nm,s\n")
+    with pytest.raises(DataError, match="line 3: the unit of column 'm' is given twice"):
+        read_units(str(cs), ["m", "v"])
+    with caplog.at_level("WARNING", logger="kansym.units"):
+        assert read_units("m=kg,v=m/s,zz=m", ["m", "v"]) == {"m": {"kg": 1}, "v": {"m": 1, "s": -1}}
+    assert "units given for zz, which is not among the columns used (m, v); ignored" in caplog.text
