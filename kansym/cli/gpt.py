@@ -80,6 +80,7 @@ def train_command(ctx, text, out_dir, resume, force, quiet, no_amp, compile_, **
     Runs data-parallel under `torchrun --nproc_per_node N -m kansym gpt train ...`.
     """
     from kansym.cli.common import check_device
+    from kansym.errors import ConfigError
     from kansym.gpt.config import GPTTrainConfig, KANGPTConfig
     from kansym.gpt.train import train
     from kansym.io.checkpoint import load_checkpoint
@@ -90,11 +91,16 @@ def train_command(ctx, text, out_dir, resume, force, quiet, no_amp, compile_, **
     given = {n for n in opts if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
     if compile_:
         given.add("compile")
-    model_config = KANGPTConfig(
-        ffn=opts["ffn"], kan_basis=opts["basis"], kan_grid_size=opts["grid_size"], kan_degree=opts["degree"],
-        kan_hidden=opts["kan_hidden"], kan_rank=opts["kan_rank"], n_layer=opts["n_layer"], n_head=opts["n_head"], n_embd=opts["n_embd"],
-        block_size=opts["block_size"], dropout=opts["dropout"], seed=opts["seed"],
-    )
+    try:
+        model_config = KANGPTConfig(
+            ffn=opts["ffn"], kan_basis=opts["basis"], kan_grid_size=opts["grid_size"], kan_degree=opts["degree"],
+            kan_hidden=opts["kan_hidden"], kan_rank=opts["kan_rank"], n_layer=opts["n_layer"], n_head=opts["n_head"], n_embd=opts["n_embd"],
+            block_size=opts["block_size"], dropout=opts["dropout"], seed=opts["seed"],
+        )
+    except ConfigError as exc:  # name the flag the user typed, not the config field
+        raise ConfigError(str(exc).replace("kan_rank", "--rank")) from None
+    if model_config.kan_rank is not None and all(kind == "mlp" for kind in model_config.ffn):
+        raise ConfigError("--rank factorises KAN FFNs, but --ffn gives every layer an MLP; drop --rank or use a KAN FFN")
     fields = {f: opts[o] for o, f in _TRAIN_FIELDS.items()}
     config = GPTTrainConfig(amp=not no_amp, **fields)
     if resume:

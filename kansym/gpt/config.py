@@ -192,9 +192,14 @@ class KANGPTConfig(PlainConfig):
             given = [hidden_given] * self.n_layer if hidden_given is None or isinstance(hidden_given, int) else list(hidden_given)
             for kind, h, g in zip(kinds, self.kan_hidden, given):
                 if kind != "mlp" and self.kan_rank > h:
-                    matched = " (the width that matches the MLP's parameters at this rank)" if not g else ""
+                    if not g:
+                        raise ConfigError(
+                            f"kan_rank {self.kan_rank} is above the hidden width {h} that matches the MLP's parameters at "
+                            f"this rank (a higher rank leaves room for fewer hidden units); use a smaller rank or give the "
+                            f"hidden width (--kan-hidden)"
+                        )
                     raise ConfigError(
-                        f"kan_rank {self.kan_rank} exceeds the full rank {h} of a KAN FFN with hidden width {h}{matched}; "
+                        f"kan_rank {self.kan_rank} exceeds the full rank {h} of a KAN FFN with hidden width {h}; "
                         f"use a rank of at most {h}, or a wider --kan-hidden"
                     )
         if self.head_order is not None:

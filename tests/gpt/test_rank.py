@@ -160,9 +160,14 @@ def test_cli_rank_trains_prunes_and_rejects_bad_ranks(text_file, tmp_path):
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["hidden_after"] >= 2 * 2
     assert runner.invoke(cli, ["gpt", "sample", str(pruned), "--tokens", "5"]).exit_code == 0
-    for rank, needle in (("0", "positive integer"), ("-1", "positive integer"), ("17", "exceeds n_embd 16")):
+    for rank, needle in (("0", "--rank must be a positive integer"), ("-1", "--rank must be a positive integer"),
+                         ("17", "--rank 17 exceeds n_embd 16")):
         one_line_error(runner.invoke(cli, [*base, "--rank", rank, "-o", str(tmp_path / f"bad{rank}")]), needle)
         assert not (tmp_path / f"bad{rank}").exists()
+    # regression (fresh-user check): --rank with MLP FFNs was silently ignored
+    mlp = ["gpt", "train", "--text", str(text_file), "--ffn", "mlp", *TINY, "--rank", "2", "-o", str(tmp_path / "mlp")]
+    one_line_error(runner.invoke(cli, mlp), "--rank factorises KAN FFNs, but --ffn gives every layer an MLP")
+    assert not (tmp_path / "mlp").exists()
 
 
 def test_factorised_model_is_causal():
