@@ -156,8 +156,10 @@ def discover_with_units(
             return plain(f"{target} is not a constant times {red.monomial(symbols)} (R² {best_r2:.4f}) although "
                          "the units allow nothing else: a unit is wrong or a variable is missing")
     t0 = time.perf_counter()
-    res = discover(g, yp[:, None], list(red.group_names), [target], config, progress=progress)
-    formulas = tuple(_map_back(f, res, red, x, yv, fit_idx, test_idx, symbols) for f in res.formulas)
+    # the KAN (and its checkpoints) predict y / monomial, not the target: name it so, since
+    # `kansym symbolify` on those checkpoints prints "<name> = f(groups)"
+    res = discover(g, yp[:, None], list(red.group_names), [f"{target}_reduced"], config, progress=progress)
+    formulas = tuple(_map_back(f, res, red, x, yv, fit_idx, test_idx, symbols, target) for f in res.formulas)
     out = UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=red, units=text)
     out = replace(out, formulas=formulas)
     if constant is not None:
@@ -214,7 +216,7 @@ def _constant(red: Reduction, x, y, fit_idx, test_idx, n_test, symbols, target, 
                           reduction=const_red, units=text)
 
 
-def _map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_idx, symbols) -> Formula:
+def _map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_idx, symbols, target: str) -> Formula:
     """A formula in the groups -> the same in the original columns, re-verified there."""
     mono = red.monomial(symbols)
     groups = dict(zip(red.group_names, red.group_exprs(symbols)))
@@ -239,7 +241,7 @@ def _map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_id
     front = pareto_front([back(e.expr) if expression_complexity(e.expr) <= 60 else back(e.expr, False)
                           for e in f.front if not e.chosen], expr, symbols, x[test_idx], y[test_idx])
     return Formula(
-        expr=expr, raw=raw, symbols=tuple(symbols), fidelity=fid, target=f.target, candidates=cands,
+        expr=expr, raw=raw, symbols=tuple(symbols), fidelity=fid, target=target, candidates=cands,
         r2_test=next(e.r2 for e in front if e.chosen), r2_model_test=r2_score(y[test_idx], y_model_test),
         n_test=f.n_test, front=front,
     )

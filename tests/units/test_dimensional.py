@@ -138,3 +138,18 @@ def test_noisy_constant_is_fitted_in_the_data_units_and_snapped_to_one_half():
     f = discover_with_units(x, y, ["k", "x"], "U", {"k": "kg/s^2", "x": "m", "U": "kg*m^2/s^2"}).formulas[0]
     k, xs = sympy.symbols("k x", positive=True)
     assert sympy.simplify(f.expr - k * xs**2 / 2) == 0
+
+
+def test_the_reduced_model_is_named_for_what_it_predicts():
+    # Regression (fresh-user check): `kansym symbolify` on a --units checkpoint printed
+    # "E = 1/sqrt(1 - pi1**2)", which is E / (m c^2), not E.
+    from kansym.dimensional import discover_with_units
+    from kansym.pipeline import DiscoverConfig
+
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.uniform(1, 5, 600), rng.uniform(1, 2, 600), rng.uniform(3, 10, 600)])
+    y = x[:, 0] * x[:, 2] ** 2 / np.sqrt(1 - (x[:, 1] / x[:, 2]) ** 2)
+    res = discover_with_units(x, y[:, None], ["m", "v", "c"], "E",
+                              {"m": "kg", "v": "m/s", "c": "m/s", "E": "kg*m^2/s^2"}, DiscoverConfig(seed=0))
+    assert list(res.pruned.output_names) == ["E_reduced"]
+    assert res.formulas[0].target == "E"
