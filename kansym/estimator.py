@@ -56,6 +56,9 @@ class KANRegressor:
         CSV/JSON file, or inline ``"v=m/s,E=kg*m^2/s^2"``): the law is first reduced to
         dimensionless groups (:func:`kansym.dimensional.discover_with_units`, AI
         Feynman's dimensional analysis). None: no units.
+    complexity_weight : float
+        Weight ``w`` of the formula choice, ``log10(error) + w * complexity``
+        (:class:`kansym.pipeline.DiscoverConfig`, ``kansym fit --complexity-weight``).
 
     Attributes
     ----------
@@ -83,7 +86,7 @@ class KANRegressor:
                  theta: float = 1e-2, space: str = "auto", library: Sequence[str] | None = None,
                  r2_threshold: float = 0.999, min_edge_r2: float = 0.9, holdout: float = 0.2,
                  max_train_rows: int | None = 3000, seed: int = 0, device: str = "cpu",
-                 units: Any = None) -> None:
+                 units: Any = None, complexity_weight: float = 0.05) -> None:
         self.hidden = hidden
         self.grid_size = grid_size
         self.steps = steps
@@ -98,6 +101,7 @@ class KANRegressor:
         self.seed = seed
         self.device = device
         self.units = units
+        self.complexity_weight = complexity_weight
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -131,6 +135,7 @@ class KANRegressor:
             space=self.space, library=None if self.library is None else tuple(self.library),
             r2_threshold=self.r2_threshold, min_edge_r2=self.min_edge_r2, holdout=self.holdout,
             max_train_rows=self.max_train_rows, seed=self.seed, device=self.device,
+            complexity_weight=self.complexity_weight,
         )
 
     def fit(self, X: Any, y: Any, *, feature_names: Sequence[str] | None = None,

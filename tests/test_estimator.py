@@ -62,6 +62,10 @@ def test_params_roundtrip_and_errors():
         kansym.KANRegressor(library=["sinn"]).fit(np.ones((20, 1)) * np.arange(20)[:, None], np.arange(20.0))
     with pytest.raises(DataError, match="y must have shape"):
         kansym.KANRegressor().fit(np.ones((20, 2)), np.ones(19))
+    # the CLI's --complexity-weight is a parameter too (it was missing), validated like the CLI's
+    assert kansym.KANRegressor(complexity_weight=0.2).get_params()["complexity_weight"] == 0.2
+    with pytest.raises(ConfigError, match="complexity_weight"):
+        kansym.KANRegressor(complexity_weight=-1).fit(np.ones((20, 1)) * np.arange(20)[:, None], np.arange(20.0))
 
 
 @pytest.mark.slow
