@@ -134,6 +134,12 @@ def _announce(table, config, quiet: bool, resumed) -> None:
 
     if table.n_rows < MIN_ROWS:
         raise DataError(f"kansym needs at least {MIN_ROWS} rows to train and validate a KAN, got {table.n_rows}")
+    # The first torch optimizer imports torch._dynamo (seconds on a busy machine); a Ctrl-C
+    # inside that import sometimes ended the process by the signal (rc -2) instead of the
+    # clean save, so pay it before announcing the (interruptible) training loop.
+    import torch
+
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
     if quiet:
         return
     width = [table.d_in, *config.hidden, table.d_out]
