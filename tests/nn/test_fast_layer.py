@@ -158,7 +158,7 @@ def test_compile_free_pure_kernel_equals_in_place_kernel():
     x = _inputs(layer, 300, torch.Generator().manual_seed(1))
     feats, deriv = fast.features(x, plan, with_base=True, with_deriv=True)
     centers = (torch.arange(plan.n_basis, dtype=DT) + 2.0).view(-1, 1)
-    pure_f, pure_d = fast._cubic_pure(x, plan.t0, plan.inv_h, plan.dfac, centers, True, True)
+    pure_f, pure_d = fast.kernels._cubic_pure(x, plan.t0, plan.inv_h, plan.dfac, centers, True, True)
     torch.testing.assert_close(pure_f, feats, atol=1e-12, rtol=0)
     torch.testing.assert_close(pure_d, deriv, atol=1e-10, rtol=0)
 

@@ -1,0 +1,269 @@
+"""One autograd node per KAN layer: ``F(x) W^T`` with hand-written backward, and the L1 variant.
+
+See :mod:`kansym.nn.fast` for the algorithms and their sources.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from kansym.nn.fast.kernels import features
+from kansym.nn.fast.plan import SplinePlan
+
+__all__ = ["FeatureCache", "kan_linear", "kan_linear_l1", "spline_basis"]
+
+class FeatureCache:
+    """The features of a layer's recent inputs, reused while an input and the grid stay the same.
+
+    A training loop feeds the first layer the same data tensor in every closure; its
+    features ``F (N, K + 1, in)`` depend only on that tensor and the grid, so they are
+    computed once per grid. A hit needs the very same tensor object (held by weak
+    reference, so a freed input cannot alias a new one), unchanged since
+    (``Tensor._version``), the same plan object (replaced on every grid change) and the
+    same options. Keeps the ``size`` most recent inputs (default 2: the training rows
+    and the validation rows of :func:`kansym.train.fit.fit`, which sets one on the first
+    layer during a fit); memory: their ``F`` (and ``dF/dx`` where asked for).
+
+    Parameters
+    ----------
+    size : int
+        Entries kept, at least 1.
+    """
+
+    def __init__(self, size: int = 2) -> None:
+        self.size = max(1, int(size))
+        self._entries: list[tuple] = []  # (weakref to x, key, plan, (F, dF/dx)), most recent last
+        self.hits = 0
+
+    def __deepcopy__(self, memo) -> "FeatureCache":
+        return FeatureCache(self.size)  # a copied layer starts with an empty cache
+
+    def __getstate__(self) -> dict:
+        return {"size": self.size}
+
+    def __setstate__(self, state) -> None:
+        self.__init__(state.get("size", 2))
+
+    def features(self, x: torch.Tensor, xc: torch.Tensor, plan: SplinePlan, *, with_base: bool, with_deriv: bool):
+        """:func:`features` of ``xc`` (``x`` in the compute dtype), from the cache when ``x`` was seen recently."""
+        key = (x._version, with_base, x.dtype)
+        for i, (ref, k, p, value) in enumerate(self._entries):
+            if ref() is x and k == key and p is plan and (value[1] is not None or not with_deriv):
+                self.hits += 1
+                self._entries.append(self._entries.pop(i))
+                return value
+        value = features(xc, plan, with_base=with_base, with_deriv=with_deriv)
+        self._entries = [e for e in self._entries if e[0]() is not None and e[0]() is not x][-(self.size - 1) :]
+        if self.size == 1:
+            self._entries = []
+        self._entries.append((weakref.ref(x), key, plan, value))
+        return value
+
+    def clear(self) -> None:
+        """Drop every entry."""
+        self._entries = []
+
+
+def _features(x, xc, plan, cache, with_base, with_deriv):
+    if cache is None:
+        return features(xc, plan, with_base=with_base, with_deriv=with_deriv)
+    return cache.features(x, xc, plan, with_base=with_base, with_deriv=with_deriv)
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.Tensor:
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+class _Basis(torch.autograd.Function):
+    """``x (N, in) -> B(x) / plan.scale (N, K, in)`` with an analytic backward."""
+
+    @staticmethod
+    def forward(ctx, x, plan):
+        xc = _compute_dtype(x.detach())
+        feats, deriv = features(xc, plan, with_base=False, with_deriv=ctx.needs_input_grad[0])
+        ctx.save_for_backward(deriv)
+        return feats
+
+    @staticmethod
+    def backward(ctx, grad):  # grad: (N, K, in)
+        (deriv,) = ctx.saved_tensors
+        return (grad.to(deriv.dtype) * deriv).sum(dim=1), None
+
+
+class _KANLinear(torch.autograd.Function):
+    """``F(x) W^T`` with ``W`` assembled from the layer's parameters; saves ``F``, ``W`` and (if needed) ``dF/dx``.
+
+    The weight assembly (``w_b mask``, ``c w_s mask scale``) and its backward are done
+    here by hand, so one autograd node covers the whole layer.
+    """
+
+    @staticmethod
+    def forward(ctx, x, coef, scale_base, scale_sp, mask, plan, with_base, cache):
+        # x (N, in); coef (out, in, K); scale_base, scale_sp, mask (out, in)
+        xc = _compute_dtype(x.detach())
+        weight, live = _weight(coef, scale_base, scale_sp, mask, plan, with_base)
+        weight = weight.view(coef.shape[0], -1)  # (out, (K + with_base) in)
+        feats, deriv = _features(x, xc, plan, cache, with_base, ctx.needs_input_grad[0])
+        flat = feats.view(xc.shape[0], -1)  # (N, (K + with_base) in)
+        out = flat @ weight.to(flat.dtype).T  # (N, out); autocast may run it in bf16/fp16
+        ctx.with_base, ctx.x_dtype, ctx.scale = with_base, x.dtype, plan.scale
+        ctx.save_for_backward(flat, weight, deriv, coef, scale_sp, mask, live)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):  # grad: (N, out)
+        flat, weight, deriv, coef, scale_sp, mask, live = ctx.saved_tensors
+        grad = grad.to(flat.dtype)
+        n_out, width, _ = coef.shape
+        g_x = g_coef = g_base = g_sp = None
+        if ctx.needs_input_grad[0]:
+            g_feats = (grad @ weight.to(grad.dtype)).view(grad.shape[0], -1, width)  # (N, K + with_base, in)
+            g_x = g_feats.mul_(deriv).sum(dim=1).to(ctx.x_dtype)  # (N, in)
+        if any(ctx.needs_input_grad[1:4]):
+            g_w = (grad.T @ flat).view(n_out, -1, width).to(coef.dtype)  # (out, K + with_base, in)
+            g_coef, g_base, g_sp = _param_grads(ctx, g_w, coef, scale_sp, mask, live, ctx.needs_input_grad[1:4])
+        return g_x, g_coef, g_base, g_sp, None, None, None, None
+
+
+def _weight(coef, scale_base, scale_sp, mask, plan, with_base):
+    """``W (out, K + with_base, in)``: ``w_b mask`` in row 0 and ``c w_s mask scale`` (and ``live = w_s mask scale``)."""
+    n_out, width, _ = coef.shape
+    off = int(with_base)
+    live = (scale_sp * mask).mul_(plan.scale)  # (out, in)
+    weight = torch.empty(n_out, plan.n_basis + off, width, dtype=coef.dtype, device=coef.device)
+    if with_base:
+        torch.mul(scale_base, mask, out=weight[:, 0])
+    torch.mul(coef.transpose(1, 2), live.unsqueeze(1), out=weight[:, off:])  # (out, K, in)
+    return weight, live
+
+
+def _param_grads(ctx, g_w, coef, scale_sp, mask, live, needs):
+    """Gradients of ``coef``, ``scale_base``, ``scale_sp`` from that of ``W`` (out, K + with_base, in)."""
+    off = int(ctx.with_base)
+    g_coef = g_base = g_sp = None
+    g_spline = g_w[:, off:].transpose(1, 2)  # (out, in, K)
+    if needs[0]:
+        g_coef = g_spline * live.unsqueeze(-1)
+    if needs[2]:
+        g_sp = (g_spline * coef).sum(dim=-1) * mask * ctx.scale
+    if ctx.with_base and needs[1]:
+        g_base = g_w[:, 0] * mask
+    return g_coef, g_base, g_sp
+
+
+class _KANLinearL1(torch.autograd.Function):
+    """Node outputs and ``mean_s |phi_ji(x_s)|`` of every edge, one autograd node for both.
+
+    The edge values ``E (in, N, out)`` come from one batched matmul of the features with
+    the weights and are saved (the backward needs their signs); nodes are ``E`` summed
+    over ``in``. Meant for models whose ``(N, out, in)`` edges fit in memory (training
+    small KANs with the sample-based penalty).
+    """
+
+    @staticmethod
+    def forward(ctx, x, coef, scale_base, scale_sp, mask, plan, with_base, cache):
+        xc = _compute_dtype(x.detach())
+        weight, live = _weight(coef, scale_base, scale_sp, mask, plan, with_base)  # (out, R, in)
+        feats, deriv = _features(x, xc, plan, cache, with_base, ctx.needs_input_grad[0])  # (N, R, in)
+        w_p = weight.to(feats.dtype).permute(2, 1, 0)  # (in, R, out)
+        edges = torch.bmm(feats.permute(2, 0, 1), w_p)  # (in, N, out)
+        out = edges.sum(dim=0)  # (N, out)
+        l1 = edges.abs().mean(dim=1).T  # (out, in)
+        ctx.with_base, ctx.x_dtype, ctx.scale = with_base, x.dtype, plan.scale
+        ctx.save_for_backward(feats, w_p, deriv, edges, coef, scale_sp, mask, live)
+        return out, l1
+
+    @staticmethod
+    def backward(ctx, g_out, g_l1):  # (N, out), (out, in)
+        feats, w_p, deriv, edges, coef, scale_sp, mask, live = ctx.saved_tensors
+        width, n = edges.shape[0], edges.shape[1]
+        g_edges = g_out.to(edges.dtype).unsqueeze(0).expand(width, n, -1)  # (in, N, out)
+        if g_l1 is not None:
+            g_edges = torch.sign(edges).mul_((g_l1.T.to(edges.dtype) / n).unsqueeze(1)).add_(g_edges)
+        g_x = None
+        if ctx.needs_input_grad[0]:
+            g_feats = torch.bmm(g_edges, w_p.transpose(1, 2))  # (in, N, R)
+            g_x = (g_feats.mul_(deriv.permute(2, 0, 1))).sum(dim=-1).T.to(ctx.x_dtype)  # (N, in)
+        g_coef = g_base = g_sp = None
+        if any(ctx.needs_input_grad[1:4]):
+            g_w = torch.bmm(feats.permute(2, 1, 0), g_edges).permute(2, 1, 0).to(coef.dtype)  # (out, R, in)
+            g_coef, g_base, g_sp = _param_grads(ctx, g_w, coef, scale_sp, mask, live, ctx.needs_input_grad[1:4])
+        return g_x, g_coef, g_base, g_sp, None, None, None, None
+
+
+def kan_linear_l1(
+    x: torch.Tensor,
+    coef: torch.Tensor,
+    scale_base: torch.Tensor,
+    scale_sp: torch.Tensor,
+    mask: torch.Tensor,
+    plan: SplinePlan,
+    *,
+    with_base: bool = True,
+    cache: FeatureCache | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Node outputs of a B-spline KAN layer and the L1 norm of each edge on the samples.
+
+    Parameters
+    ----------
+    x : Tensor (N, in)
+    coef, scale_base, scale_sp, mask, plan, with_base, cache
+        As in :func:`kan_linear`.
+
+    Returns
+    -------
+    out : Tensor (N, out)
+        As :func:`kan_linear`.
+    l1 : Tensor (out, in)
+        ``|phi_ji|_1 = mean_s |phi_ji(x_s)|`` (KAN paper eq. 2.17), masked edges 0 with a
+        zero gradient; both outputs differentiable in ``x`` and the parameters.
+
+    Notes
+    -----
+    Holds the ``(N, out, in)`` edge values until the backward: for layers whose edges
+    fit in memory (see :func:`kansym.train.regularization.sampled_regularization` for
+    the chunked alternative).
+    """
+    return _KANLinearL1.apply(x, coef, scale_base, scale_sp, mask, plan, with_base, cache)
+
+
+def kan_linear(
+    x: torch.Tensor,
+    coef: torch.Tensor,
+    scale_base: torch.Tensor,
+    scale_sp: torch.Tensor,
+    mask: torch.Tensor,
+    plan: SplinePlan,
+    *,
+    with_base: bool = True,
+    cache: FeatureCache | None = None,
+) -> torch.Tensor:
+    """Node outputs of a B-spline KAN layer in one fused matmul (one autograd node).
+
+    Parameters
+    ----------
+    x : Tensor (N, in)
+    coef : Tensor (out, in, K)
+    scale_base, scale_sp, mask : Tensor (out, in)
+        ``w_b``, ``w_s`` and the live-edge mask.
+    plan : SplinePlan
+    with_base : bool
+        Whether the SiLU residual ``w_b silu(x)`` is present.
+    cache : FeatureCache, optional
+        Reuse the features of ``x`` when it is the tensor seen last (a fixed input).
+
+    Returns
+    -------
+    Tensor (N, out)
+        ``sum_i mask (w_b silu(x_i) + w_s sum_m c_m B_m(x_i))`` (KAN paper eq. 2.10);
+        differentiable in ``x``, ``coef``, ``scale_base`` and ``scale_sp``.
+    """
+    return _KANLinear.apply(x, coef, scale_base, scale_sp, mask, plan, with_base, cache)
+
+
+def spline_basis(x: torch.Tensor, plan: SplinePlan) -> torch.Tensor:
+    """Differentiable basis ``B(x)`` of shape ``(N, in, K)`` (the layout of ``bspline_basis``)."""
+    out = _Basis.apply(x, plan) * plan.scale  # (N, K, in)
+    return out.transpose(1, 2).to(x.dtype)
