@@ -17,7 +17,8 @@ same ``--rows`` training rows (seeded), in the same process, one after the other
   ``--rows`` rows of the same distribution (pykan needs one; not used for the verdict).
 
 One-time costs are paid before the clocks start (the first torch optimizer imports
-``torch._dynamo``, 5-20 s on this machine; pykan's modules load). A formula counts as exact by :func:`kansym.symbolic.verify.is_exact_recovery` (SRBench
+``torch._dynamo``, 5-20 s on this machine; pykan's modules load; ``sympy.simplify``
+imports ``sympy.physics.units`` on its first call, about 0.5 s). A formula counts as exact by :func:`kansym.symbolic.verify.is_exact_recovery` (SRBench
 rule: floats rounded to 3 significant digits, the difference to the truth a constant or
 the ratio a constant). Prints JSON lines and a Markdown table with the time ratio: wall
 time, and the CPU time of the process (``cpu_seconds``, all threads; both tools run with
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import importlib
 import io
 import json
 import os
@@ -131,7 +133,9 @@ def main(argv=None) -> int:
     # one-time costs outside the timings: the first torch optimizer imports torch._dynamo (5-20 s here),
     # and pykan's and sympy's modules load on first use
     torch.optim.LBFGS([torch.zeros(1, requires_grad=True)])
-    import kan  # noqa: F401
+    # sympy's simplify imports sympy.physics.units on its first call (~0.5 s)
+    for module in ("kan", "sympy.physics.units"):
+        importlib.import_module(module)
     tools = [t.strip() for t in args.tools.split(",")]
     rows = []
     for name in [p.strip() for p in args.problems.split(",") if p.strip()]:

@@ -139,6 +139,14 @@ def symbolify_bundle(
     held_out = x_test is not None and y_test is not None
     if not held_out:
         x_test, y_test = x, y
+    symbols = tuple(input_symbols(bundle.input_names, positive=bundle.transform.log_space))
+    tried: list = []
+    if direct is None and uses_direct_search(config, x, y):
+        direct = direct_search(x, y[:, 0], symbols, complexity_weight=config.complexity_weight)
+    # an exact direct formula makes the KAN's Occam step and refit (minutes on some 2-input
+    # laws) moot
+    exact_direct = bool(direct) and min(c.error for c in direct) <= EXACT_DIRECT_ERROR
+    occam = len(bundle.output_names) == 1 and config.simplify_edges and not exact_direct
     sym, candidates = symbolify(
         bundle.model,
         bundle.model_inputs(x).double(),
@@ -148,15 +156,9 @@ def symbolify_bundle(
         library=config.library,
         r2_threshold=config.r2_threshold,
         min_r2=config.min_edge_r2,
+        exhaustive=occam,  # the alternatives of every edge are refined only for the Occam step
     )
-    symbols = tuple(input_symbols(bundle.input_names, positive=bundle.transform.log_space))
-    tried: list = []
-    if direct is None and uses_direct_search(config, x, y):
-        direct = direct_search(x, y[:, 0], symbols, complexity_weight=config.complexity_weight)
-    # an exact direct formula makes the KAN's Occam step and refit (minutes on some 2-input
-    # laws) moot
-    exact_direct = bool(direct) and min(c.error for c in direct) <= EXACT_DIRECT_ERROR
-    if len(bundle.output_names) == 1 and config.simplify_edges and not exact_direct:
+    if occam:
         sym, tried = simplify_edges(sym, candidates, symbols, x, y[:, 0])
     y_model = bundle.predict(x)
     y_model_test = bundle.predict(x_test)

@@ -167,6 +167,7 @@ def symbolify(
     r2_threshold: float = 0.999,
     constant_tol: float = 1e-3,
     min_r2: float = 0.9,
+    exhaustive: bool = True,
 ) -> tuple[SymbolicKAN, dict[EdgeId, list[EdgeFit]]]:
     """Fit a primitive to every live edge of ``model`` on the activations of ``x``.
 
@@ -189,6 +190,13 @@ def symbolify(
         An edge whose best primitive reaches an R² below this is not forced into that
         primitive: it stays numeric (:class:`~kansym.symbolic.numeric.NumericEdge`, an
         opaque ``phi_l_i_j`` in the formula) and is logged as a warning.
+    exhaustive : bool
+        Refine every candidate primitive of every edge (``select_edge_fit(...,
+        exhaustive=True)``), so that the Occam step (:mod:`kansym.symbolic.occam`) can
+        weigh accurate alternatives. False refines only up to the complexity at which a
+        primitive first clears ``r2_threshold``: the chosen fits are the same, the
+        candidates left unrefined are reported at grid precision. Use it when no
+        Occam step follows.
 
     Returns
     -------
@@ -215,7 +223,7 @@ def symbolify(
                 small = yv.std() <= constant_tol * max(float(node_std[j]), 1e-12)
                 lib = constant_lib if small else library
                 # exhaustive: every candidate refined, so the Occam step can weigh accurate alternatives
-                fit, cands = select_edge_fit(xv, yv, lib, r2_threshold=r2_threshold, exhaustive=True)
+                fit, cands = select_edge_fit(xv, yv, lib, r2_threshold=r2_threshold, exhaustive=exhaustive)
                 candidates[(layer, i, j)] = cands
                 if fit.primitive != "0" and fit.r2 < min_r2:
                     log.warning("edge %d:%d->%d fits no primitive (best: %s, R² = %.4f < %g); kept numeric",

@@ -77,3 +77,25 @@ def test_symbolify_recovers_primitives_of_a_model_with_known_edges():
     expr = sym.expressions([x1, x2])[0]
     f = sympy.lambdify([x1, x2], expr - (sympy.sin(sympy.pi * x1) + x2**2))
     assert np.max(np.abs(f(*x.numpy().T))) < 1e-3
+
+
+def test_symbolify_without_exhaustive_refinement_chooses_the_same_edges():
+    # exhaustive=False (no Occam step follows) skips refining the primitives more complex
+    # than the first that clears the threshold: the chosen fits must be the same
+    from kansym.nn.spline import curve_to_coef
+
+    model = KAN(KANConfig(width=(2, 1), grid_size=20, base_fun="zero")).double()
+    xs = torch.linspace(-1, 1, 400, dtype=torch.float64)[:, None].expand(400, 2)
+    target = torch.stack([torch.sin(torch.pi * xs[:, 0]), torch.exp(0.7 * xs[:, 1])], dim=1)[:, None, :]
+    with torch.no_grad():
+        model.layers[0].scale_sp.fill_(1.0)
+        model.layers[0].coef.copy_(curve_to_coef(xs, target, model.layers[0].grid, 3))
+    transform = DataTransform.affine((0.0, 0.0), (1.0, 1.0), (0.0,), (1.0,))
+    x = torch.rand(800, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(3)) * 2 - 1
+    full, full_cands = symbolify(model, x, transform, ["x1", "x2"], ["y"])
+    lean, lean_cands = symbolify(model, x, transform, ["x1", "x2"], ["y"], exhaustive=False)
+    assert [full.edges[e].primitive for e in sorted(full.edges)] == ["sin", "exp"]
+    for e in full.edges:
+        assert lean.edges[e] == full.edges[e]
+        # the same primitives are reported (the unrefined ones at grid precision, so possibly lower)
+        assert sorted(c.primitive for c in lean_cands[e]) == sorted(c.primitive for c in full_cands[e])

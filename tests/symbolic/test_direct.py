@@ -116,3 +116,24 @@ def test_discover_returns_the_exact_one_input_law(law, low, high):
     assert f.r2_test > 1 - 1e-12 and f.warning is None
     assert sum(e.chosen for e in f.front) == 1
     assert "direct" in res.seconds
+
+
+def test_batched_subset_sse_equals_least_squares():
+    # the vectorised Cholesky of the subset solves against numpy's least squares, subset by subset
+    from kansym.symbolic.direct import _batched_sse
+
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(300, 9))
+    A[:, 0] = 1.0
+    A[:, 8] = A[:, 3]  # a collinear pair: the ridge makes it the fit of one of the two
+    t = A[:, 1] * 2.0 - A[:, 4] + 0.1 * rng.normal(size=300)
+    norms = np.linalg.norm(A, axis=0)
+    An = A / norms
+    G, b, tt = An.T @ An, An.T @ t, float(t @ t)
+    cols = np.array([[0, 1, 4, 5], [0, 2, 3], [0, 1, 4], [0, 3, 8], [0, 6]], dtype=object)
+    for c in cols:
+        c = np.array(c, dtype=np.int64)[None, :]
+        sse = _batched_sse(G, b, tt, c)[0]
+        keep = [j for j in c[0] if j != 8]
+        _, res, *_ = np.linalg.lstsq(A[:, keep], t, rcond=None)
+        assert sse == pytest.approx(float(res[0]), rel=1e-8)
