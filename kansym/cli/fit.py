@@ -127,6 +127,27 @@ def _check_same_columns(table, bundle, resume: str) -> None:
         )
 
 
+def _ctrl_c_note() -> str:
+    """What Ctrl-C will do to this process, for the announcement of the training loop.
+
+    A process started as a background job by a shell without job control (``cmd &``
+    in a script, some CI runners) inherits SIGINT *ignored* (POSIX, Shell Command
+    Language §2.11), and Python then installs no ``KeyboardInterrupt`` handler: a
+    SIGINT is dropped by the kernel and training goes on. kansym keeps that choice
+    of the caller (as every Python program does) but says so instead of promising a
+    checkpoint on Ctrl-C.
+    """
+    import signal
+
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if not ignored and hasattr(signal, "pthread_sigmask"):
+        ignored = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    if ignored:
+        return ("SIGINT is ignored or blocked in this process (a background job of a non-interactive shell?), "
+                "so Ctrl-C cannot stop it; run it in the foreground to be able to save a resumable checkpoint")
+    return "Ctrl-C saves a resumable checkpoint"
+
+
 def _announce(table, config, quiet: bool, resumed) -> None:
     """Say what is about to be trained (after the last check that could refuse the data)."""
     from kansym.errors import DataError
@@ -145,7 +166,7 @@ def _announce(table, config, quiet: bool, resumed) -> None:
     width = [table.d_in, *config.hidden, table.d_out]
     start = f" from step {resumed.meta['resume']['fit_state']['step']}" if resumed is not None else ""
     click.echo(f"training a {width} KAN on {table.n_rows} rows for {config.train.steps} steps{start} "
-               "(Ctrl-C saves a resumable checkpoint)", err=True)
+               f"({_ctrl_c_note()})", err=True)
 
 
 def _resume_command(ctx: click.Context, data, example, target, inputs, dropna, out_flag: str, out: str, ckpt: Path) -> str:
