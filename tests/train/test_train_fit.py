@@ -132,3 +132,37 @@ def test_finetune_extends_the_grid():
     assert model.layers[0].grid_size == 3
     with pytest.raises(ConfigError):
         finetune(model, x, y, grid_size=0, progress=False)
+
+
+def test_optimizer_snapshot_is_a_detached_copy_equal_to_deepcopy():
+    import copy
+
+    from kansym.train.state import snapshot_optimizer
+
+    w = torch.nn.Parameter(torch.tensor([1.5, -0.5], dtype=torch.float64))
+    opt = torch.optim.LBFGS([w], max_iter=5, history_size=3, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = ((w - torch.tensor([0.3, 0.7], dtype=torch.float64)) ** 4).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    snap, ref = snapshot_optimizer(opt), copy.deepcopy(opt.state_dict())
+    state = snap["state"][0]
+    assert len(state["old_dirs"]) >= 2
+    for key, value in ref["state"][0].items():
+        if isinstance(value, torch.Tensor):
+            torch.testing.assert_close(state[key], value, rtol=0, atol=0)
+        elif isinstance(value, list):
+            assert len(state[key]) == len(value)
+            for a, b in zip(state[key], value):
+                assert (a is None and b is None) or torch.equal(a, b)
+        else:
+            assert state[key] == value
+    assert snap["param_groups"] == ref["param_groups"]
+    before = state["prev_flat_grad"].clone()
+    opt.step(closure)  # LBFGS updates prev_flat_grad in place: the snapshot must not follow
+    assert torch.equal(state["prev_flat_grad"], before)
+    assert not torch.equal(opt.state_dict()["state"][0]["prev_flat_grad"], before)
