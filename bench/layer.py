@@ -2,8 +2,12 @@
 
 For each (batch, width) the script builds, in one process:
 
-- ``kansym``: :class:`kansym.nn.KANLayer` (width -> width, grid G, order k), eager;
-- ``kansym-compiled``: the same layer after :func:`kansym.nn.fast.compile_kernels`
+- ``kansym``: :class:`kansym.nn.KANLayer` (width -> width, grid G, order k) as users get
+  it: on CPU with the native cubic kernels (:mod:`kansym.nn.fast.native`, built with the
+  system C compiler on first use) when a compiler exists;
+- ``kansym-torch``: the same layer with the native kernels off (``KANSYM_NATIVE=0``):
+  the basis by eager torch ops;
+- ``kansym-compiled``: native kernels off, :func:`kansym.nn.fast.compile_kernels` on
   (the basis fused by ``torch.compile``; the first call compiles, in the warm-up);
 - ``kansym-updated``: the eager layer after ``update_grid`` on skewed samples (cubes of
   uniform ones): a non-uniform grid, evaluated from its per-interval polynomials (what a
@@ -61,19 +65,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kansym.nn import KANLayer  # noqa: E402
 from kansym.nn import fast  # noqa: E402
+from kansym.nn.fast import native  # noqa: E402
 
 DEFAULT_SIZES = (
     "256x64,1024x64,4096x64,16384x64,65536x64,"
     "1024x16,65536x16,1024x128,1024x256,1024x512,4096x256"
 )
-IMPLS = ("kansym", "kansym-compiled", "kansym-updated", "pykan", "inkan", "dense", "linear")
+IMPLS = ("kansym", "kansym-torch", "kansym-compiled", "kansym-updated", "pykan", "inkan", "dense", "linear")
 
 
 def build(name: str, batch: int, width: int, grid: int, order: int, args) -> tuple[nn.Module, torch.Tensor] | None:
     """The module and the input tensor of one implementation, or None when skipped."""
     gen = torch.Generator().manual_seed(0)
     x = torch.rand(batch, width, generator=gen) * 2 - 1
-    if name in ("kansym", "kansym-compiled"):
+    if name in ("kansym", "kansym-torch", "kansym-compiled"):
         return KANLayer(width, width, grid, order, generator=gen), x
     if name == "kansym-updated":
         layer = KANLayer(width, width, grid, order, generator=gen)
@@ -112,8 +117,13 @@ def build(name: str, batch: int, width: int, grid: int, order: int, args) -> tup
     raise ValueError(name)
 
 
-def step(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, backward: bool) -> None:
+def _select_kernels(module: nn.Module) -> None:
     fast.compile_kernels(getattr(module, "_bench_compiled", False))
+    native.enable(getattr(module, "_bench_native", True))
+
+
+def step(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, backward: bool) -> None:
+    _select_kernels(module)
     for p in module.parameters():
         p.grad = None
     if x.grad is not None:
@@ -136,7 +146,7 @@ def peak_bytes(module: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> int:
     """Input bytes + peak live bytes allocated by torch during one forward+backward."""
     from torch.profiler import ProfilerActivity, profile
 
-    fast.compile_kernels(getattr(module, "_bench_compiled", False))
+    _select_kernels(module)
     for p in module.parameters():
         p.grad = None
     x.grad = None
@@ -164,6 +174,7 @@ def run_case(batch: int, width: int, input_grad: bool, args) -> list[dict]:
             module, x = made
             x = x.detach().requires_grad_(input_grad)
             module._bench_compiled = name == "kansym-compiled"
+            module._bench_native = name not in ("kansym-torch", "kansym-compiled")
             grad = torch.randn(batch, width, generator=torch.Generator().manual_seed(1))
             built[name] = (module, x, grad)
     # warm up and choose the number of rounds from the slowest implementation

@@ -7,8 +7,10 @@ from other processes hits both alike). Reported: samples per second of the calli
 thread's CPU time (``--clock thread``, with one torch thread) or of wall time, median
 over the timed steps, and the ratio KAN / MLP.
 
-- ``kansym``: :class:`kansym.nn.KAN` (G = 5, k = 3, SiLU residual), eager kernels;
-- ``kansym-compiled``: the same after :func:`kansym.nn.fast.compile_kernels`;
+- ``kansym``: :class:`kansym.nn.KAN` (G = 5, k = 3, SiLU residual) as users get it (the
+  native cubic kernels of :mod:`kansym.nn.fast.native` where a C compiler exists);
+- ``kansym-torch``: native kernels off, the basis by eager torch ops;
+- ``kansym-compiled``: native kernels off, :func:`kansym.nn.fast.compile_kernels` on;
 - ``mlp``: ``Linear(4, h) SiLU Linear(h, h) SiLU Linear(h, 1)`` with ``h`` chosen so
   that the parameter counts match (h = 207: 44,299 vs the KAN's 44,160).
 
@@ -30,6 +32,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kansym.nn import KAN, KANConfig, fast  # noqa: E402
+from kansym.nn.fast import native  # noqa: E402
 
 
 def mlp_like(n_params: int, seed: int) -> nn.Module:
@@ -46,7 +49,7 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clock", choices=("thread", "wall"), default="thread")
-    parser.add_argument("--models", default="kansym,kansym-compiled,mlp")
+    parser.add_argument("--models", default="kansym,kansym-torch,kansym-compiled,mlp")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.clock == "thread" and args.threads != 1:
@@ -72,6 +75,7 @@ def main(argv=None) -> int:
         xb, yb = x[idx], y[idx]
         for name, (model, opt) in models.items():
             fast.compile_kernels(name == "kansym-compiled")
+            native.enable(name not in ("kansym-torch", "kansym-compiled"))
             t0 = clock()
             opt.zero_grad(set_to_none=True)
             loss = torch.mean((model(xb) - yb) ** 2)
@@ -82,6 +86,7 @@ def main(argv=None) -> int:
                 times[name].append(elapsed)
             losses[name] = loss.item()
     fast.compile_kernels(False)
+    native.enable(True)
     rows = []
     for name, (model, _) in models.items():
         med = statistics.median(times[name])

@@ -9,7 +9,7 @@ import weakref
 
 import torch
 
-from kansym.nn.fast.kernels import features
+from kansym.nn.fast.kernels import contract, features, input_grad, recomputes_derivative
 from kansym.nn.fast.plan import SplinePlan
 
 __all__ = ["FeatureCache", "kan_linear", "kan_linear_l1", "spline_basis"]
@@ -46,15 +46,17 @@ class FeatureCache:
     def __setstate__(self, state) -> None:
         self.__init__(state.get("size", 2))
 
-    def features(self, x: torch.Tensor, xc: torch.Tensor, plan: SplinePlan, *, with_base: bool, with_deriv: bool):
+    def features(
+        self, x: torch.Tensor, xc: torch.Tensor, plan: SplinePlan, *, with_base: bool, with_deriv: bool, aux: bool = False
+    ):
         """:func:`features` of ``xc`` (``x`` in the compute dtype), from the cache when ``x`` was seen recently."""
-        key = (x._version, with_base, x.dtype)
+        key = (x._version, with_base, x.dtype, aux)
         for i, (ref, k, p, value) in enumerate(self._entries):
             if ref() is x and k == key and p is plan and (value[1] is not None or not with_deriv):
                 self.hits += 1
                 self._entries.append(self._entries.pop(i))
                 return value
-        value = features(xc, plan, with_base=with_base, with_deriv=with_deriv)
+        value = features(xc, plan, with_base=with_base, with_deriv=with_deriv, aux=aux)
         self._entries = [e for e in self._entries if e[0]() is not None and e[0]() is not x][-(self.size - 1) :]
         if self.size == 1:
             self._entries = []
@@ -66,10 +68,10 @@ class FeatureCache:
         self._entries = []
 
 
-def _features(x, xc, plan, cache, with_base, with_deriv):
+def _features(x, xc, plan, cache, with_base, with_deriv, aux=False):
     if cache is None:
-        return features(xc, plan, with_base=with_base, with_deriv=with_deriv)
-    return cache.features(x, xc, plan, with_base=with_base, with_deriv=with_deriv)
+        return features(xc, plan, with_base=with_base, with_deriv=with_deriv, aux=aux)
+    return cache.features(x, xc, plan, with_base=with_base, with_deriv=with_deriv, aux=aux)
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.Tensor:
@@ -95,6 +97,9 @@ class _Basis(torch.autograd.Function):
 class _KANLinear(torch.autograd.Function):
     """``F(x) W^T`` with ``W`` assembled from the layer's parameters; saves ``F``, ``W`` and (if needed) ``dF/dx``.
 
+    With the compiled cubic kernels (:func:`kansym.nn.fast.compile_kernels`) the input is
+    saved instead of ``dF/dx``, which the backward recomputes inside its fused reduction.
+
     The weight assembly (``w_b mask``, ``c w_s mask scale``) and its backward are done
     here by hand, so one autograd node covers the whole layer.
     """
@@ -105,26 +110,43 @@ class _KANLinear(torch.autograd.Function):
         xc = _compute_dtype(x.detach())
         weight, live = _weight(coef, scale_base, scale_sp, mask, plan, with_base)
         weight = weight.view(coef.shape[0], -1)  # (out, (K + with_base) in)
-        feats, deriv = _features(x, xc, plan, cache, with_base, ctx.needs_input_grad[0])
+        # native or compiled cubic kernels recompute dF/dx in the backward instead of saving it
+        recompute = ctx.needs_input_grad[0] and recomputes_derivative(plan, xc)
+        feats, deriv = _features(x, xc, plan, cache, with_base, ctx.needs_input_grad[0] and not recompute, recompute)
         flat = feats.view(xc.shape[0], -1)  # (N, (K + with_base) in)
         out = flat @ weight.to(flat.dtype).T  # (N, out); autocast may run it in bf16/fp16
         ctx.with_base, ctx.x_dtype, ctx.scale = with_base, x.dtype, plan.scale
-        ctx.save_for_backward(flat, weight, deriv, coef, scale_sp, mask, live)
+        ctx.plan = plan if recompute else None
+        ctx.save_for_backward(flat, weight, deriv, xc if recompute else None, coef, scale_sp, mask, live)
         return out
 
     @staticmethod
     def backward(ctx, grad):  # grad: (N, out)
-        flat, weight, deriv, coef, scale_sp, mask, live = ctx.saved_tensors
+        flat, weight, deriv, x_saved, coef, scale_sp, mask, live = ctx.saved_tensors
         grad = grad.to(flat.dtype)
         n_out, width, _ = coef.shape
         g_x = g_coef = g_base = g_sp = None
         if ctx.needs_input_grad[0]:
             g_feats = (grad @ weight.to(grad.dtype)).view(grad.shape[0], -1, width)  # (N, K + with_base, in)
-            g_x = g_feats.mul_(deriv).sum(dim=1).to(ctx.x_dtype)  # (N, in)
+            g_x = _grad_input(ctx, g_feats, deriv, x_saved).to(ctx.x_dtype)  # (N, in)
         if any(ctx.needs_input_grad[1:4]):
             g_w = (grad.T @ flat).view(n_out, -1, width).to(coef.dtype)  # (out, K + with_base, in)
             g_coef, g_base, g_sp = _param_grads(ctx, g_w, coef, scale_sp, mask, live, ctx.needs_input_grad[1:4])
         return g_x, g_coef, g_base, g_sp, None, None, None, None
+
+
+def _grad_input(ctx, g_feats: torch.Tensor, deriv: torch.Tensor | None, x: torch.Tensor | None) -> torch.Tensor:
+    """``dL/dx (N, in)`` from ``dL/dF (N, R, in)`` (any strides; may be overwritten).
+
+    ``deriv`` is ``dF/dx`` or, when the forward chose to recompute it (``ctx.plan`` set),
+    the auxiliary tensor of :func:`kansym.nn.fast.kernels.features` for the input ``x``.
+    """
+    if ctx.plan is None:
+        return contract(g_feats, deriv)
+    g_x = input_grad(g_feats, x, deriv, ctx.plan, ctx.with_base)
+    if g_x is None:  # the kernels were switched off (or failed to compile) since the forward
+        g_x = contract(g_feats, features(x, ctx.plan, with_base=ctx.with_base, with_deriv=True)[1])
+    return g_x
 
 
 def _weight(coef, scale_base, scale_sp, mask, plan, with_base):
@@ -166,18 +188,20 @@ class _KANLinearL1(torch.autograd.Function):
     def forward(ctx, x, coef, scale_base, scale_sp, mask, plan, with_base, cache):
         xc = _compute_dtype(x.detach())
         weight, live = _weight(coef, scale_base, scale_sp, mask, plan, with_base)  # (out, R, in)
-        feats, deriv = _features(x, xc, plan, cache, with_base, ctx.needs_input_grad[0])  # (N, R, in)
+        recompute = ctx.needs_input_grad[0] and recomputes_derivative(plan, xc)
+        feats, deriv = _features(x, xc, plan, cache, with_base, ctx.needs_input_grad[0] and not recompute, recompute)
         w_p = weight.to(feats.dtype).permute(2, 1, 0)  # (in, R, out)
         edges = torch.bmm(feats.permute(2, 0, 1), w_p)  # (in, N, out)
         out = edges.sum(dim=0)  # (N, out)
         l1 = edges.abs().mean(dim=1).T  # (out, in)
         ctx.with_base, ctx.x_dtype, ctx.scale = with_base, x.dtype, plan.scale
-        ctx.save_for_backward(feats, w_p, deriv, edges, coef, scale_sp, mask, live)
+        ctx.plan = plan if recompute else None
+        ctx.save_for_backward(feats, w_p, deriv, xc if recompute else None, edges, coef, scale_sp, mask, live)
         return out, l1
 
     @staticmethod
     def backward(ctx, g_out, g_l1):  # (N, out), (out, in)
-        feats, w_p, deriv, edges, coef, scale_sp, mask, live = ctx.saved_tensors
+        feats, w_p, deriv, x_saved, edges, coef, scale_sp, mask, live = ctx.saved_tensors
         width, n = edges.shape[0], edges.shape[1]
         g_edges = g_out.to(edges.dtype).unsqueeze(0).expand(width, n, -1)  # (in, N, out)
         if g_l1 is not None:
@@ -185,7 +209,7 @@ class _KANLinearL1(torch.autograd.Function):
         g_x = None
         if ctx.needs_input_grad[0]:
             g_feats = torch.bmm(g_edges, w_p.transpose(1, 2))  # (in, N, R)
-            g_x = (g_feats.mul_(deriv.permute(2, 0, 1))).sum(dim=-1).T.to(ctx.x_dtype)  # (N, in)
+            g_x = _grad_input(ctx, g_feats.permute(1, 2, 0), deriv, x_saved).to(ctx.x_dtype)  # (N, in)
         g_coef = g_base = g_sp = None
         if any(ctx.needs_input_grad[1:4]):
             g_w = torch.bmm(feats.permute(2, 1, 0), g_edges).permute(2, 1, 0).to(coef.dtype)  # (out, R, in)

@@ -1,0 +1,275 @@
+"""Native CPU kernels for cubic B-splines on uniform grids: the ``k + 1`` nonzero bases only.
+
+A cubic B-spline basis on a uniform grid has, for every input value, exactly four
+nonzero functions, fixed cubic polynomials of the position ``t`` of the input inside its
+knot interval ``m = floor(s)``, ``s = (x - t_0) / h`` (de Boor 1978, ch. IX; Unser 1999,
+IEEE Signal Processing Magazine 16(6), eq. 8):
+
+    6 B_{m-3} = (1 - t)^3,  6 B_{m-2} = 3t^3 - 6t^2 + 4,
+    6 B_{m-1} = -3t^3 + 3t^2 + 3t + 1,  6 B_m = t^3.
+
+Tensor code has to evaluate a closed form for all ``K = G + 3`` functions of every input
+(about ``2K`` vector operations per input); these kernels compute the four polynomials
+once per input and store them (the forward, ``F`` with zeros elsewhere), or gather the
+four matching entries of ``dL/dF`` (the backward's input gradient, with the polynomials'
+derivatives), which makes both passes about as cheap as writing or reading ``F`` once.
+
+The C source below is compiled on first use with the system C compiler (``cc``, or
+``$CC``) into ``$XDG_CACHE_HOME/kansym`` (default ``~/.cache/kansym``), written
+atomically and reused by later processes; it is loaded with :mod:`ctypes` and called on
+the tensors' memory (contiguous CPU float32/float64 tensors only). Without a compiler,
+or with ``KANSYM_NATIVE=0`` in the environment, :func:`available` is False and the
+tensor kernels of :mod:`kansym.nn.fast.kernels` are used: same values to rounding
+(tested against the reference Cox–de Boor recursion either way).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+
+__all__ = ["available", "enable", "cubic_features", "cubic_input_grad"]
+
+_TEMPLATE = r"""
+/* One sample row, inputs j0 <= j < j1 (at most BLOCK): the four polynomials of every input
+   once, then each basis row i picks the one with q = i - m + 3 in 0..3 (blends; both loops
+   vectorise over inputs). NaN inputs give NaN in every basis, inputs outside the extended
+   grid 0. */
+static void fwd_row_SUF(const T *restrict xr, const T *restrict t0, const T *restrict inv_h,
+                        int64_t in, int64_t j0, int64_t j1, int64_t K, T *restrict o) {
+    T mm[BLOCK], v0[BLOCK], v1[BLOCK], v2[BLOCK], v3[BLOCK], nn[BLOCK];
+    int64_t w = j1 - j0;
+    for (int64_t j = 0; j < w; ++j) {
+        T s = (xr[j0 + j] - t0[j0 + j]) * inv_h[j0 + j];
+        T m = FLOOR(s), t = s - m, u = 1 - t, t2 = t * t;
+        mm[j] = m - 3;
+        v0[j] = -(u * u * u);
+        v1[j] = -((3 * t - 6) * t2 + 4);
+        v2[j] = -(((-3 * t + 3) * t + 3) * t + 1);
+        v3[j] = -(t2 * t);
+        nn[j] = s != s ? s : 0; /* NaN for a NaN input */
+    }
+    for (int64_t i = 0; i < K; ++i) {
+        T *restrict oi = o + i * in + j0;
+        T fi = (T)i;
+        for (int64_t j = 0; j < w; ++j) {
+            T q = fi - mm[j];
+            T v = q == 0 ? v0[j] : 0;
+            v = q == 1 ? v1[j] : v;
+            v = q == 2 ? v2[j] : v;
+            v = q == 3 ? v3[j] : v;
+            oi[j] = v + nn[j];
+        }
+    }
+}
+
+static void bwd_row_SUF(const T *restrict gb, const T *restrict xr, const T *restrict t0,
+                        const T *restrict inv_h, int64_t in, int64_t j0, int64_t j1, int64_t K,
+                        T *restrict o) {
+    T mm[BLOCK], d0[BLOCK], d1[BLOCK], d2[BLOCK], d3[BLOCK], acc[BLOCK];
+    int64_t w = j1 - j0;
+    for (int64_t j = 0; j < w; ++j) {
+        T s = (xr[j0 + j] - t0[j0 + j]) * inv_h[j0 + j];
+        T m = FLOOR(s), t = s - m, u = 1 - t;
+        mm[j] = m - 3;
+        d0[j] = 3 * u * u;
+        d1[j] = -(9 * t - 12) * t;
+        d2[j] = -((-9 * t + 6) * t + 3);
+        d3[j] = -3 * t * t;
+        acc[j] = s != s ? s : 0;
+    }
+    for (int64_t i = 0; i < K; ++i) {
+        const T *restrict gi = gb + i * in + j0;
+        T fi = (T)i;
+        for (int64_t j = 0; j < w; ++j) {
+            T q = fi - mm[j];
+            T d = q == 0 ? d0[j] : 0;
+            d = q == 1 ? d1[j] : d;
+            d = q == 2 ? d2[j] : d;
+            d = q == 3 ? d3[j] : d;
+            acc[j] += gi[j] * d;
+        }
+    }
+    for (int64_t j = 0; j < w; ++j) o[j0 + j] = acc[j] * inv_h[j0 + j];
+}
+
+/* out (n, K + wb, in): rows wb + i get -6 B_i(x); with wb, row 0 gets silu(x) = x sig(x),
+   sig (n, in) given. */
+void kansym_cubic_fwd_SUF(const T *x, const T *sig, const T *t0, const T *inv_h, int64_t n,
+                          int64_t in, int64_t K, int64_t wb, T *out, int64_t threads) {
+    #pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t r = 0; r < n; ++r) {
+        const T *restrict xr = x + r * in;
+        T *restrict o = out + r * (K + wb) * in;
+        if (wb) {
+            const T *restrict sr = sig + r * in;
+            for (int64_t j = 0; j < in; ++j) o[j] = xr[j] * sr[j];
+        }
+        for (int64_t j0 = 0; j0 < in; j0 += BLOCK)
+            fwd_row_SUF(xr, t0, inv_h, in, j0, j0 + BLOCK < in ? j0 + BLOCK : in, K, o + wb * in);
+    }
+}
+
+/* gx (n, in) = sum_i g[:, wb + i] d(-6 B_i)/dx, dB/dx recomputed from x; with wb, plus
+   g[:, 0] silu'(x) = g[:, 0] sig (1 + x (1 - sig)), sig (n, in) given. */
+void kansym_cubic_bwd_SUF(const T *g, const T *x, const T *sig, const T *t0, const T *inv_h,
+                          int64_t n, int64_t in, int64_t K, int64_t wb, T *gx, int64_t threads) {
+    #pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t r = 0; r < n; ++r) {
+        const T *restrict xr = x + r * in, *restrict gr = g + r * (K + wb) * in;
+        T *restrict o = gx + r * in;
+        for (int64_t j0 = 0; j0 < in; j0 += BLOCK)
+            bwd_row_SUF(gr + wb * in, xr, t0, inv_h, in, j0, j0 + BLOCK < in ? j0 + BLOCK : in, K, o);
+        if (wb) {
+            const T *restrict sr = sig + r * in;
+            for (int64_t j = 0; j < in; ++j) o[j] += gr[j] * (sr[j] * (1 + xr[j] * (1 - sr[j])));
+        }
+    }
+}
+"""
+
+_SOURCE = "#include <math.h>\n#include <stdint.h>\n#define BLOCK 256\n" + "".join(
+    _TEMPLATE.replace("SUF", suffix).replace("FLOOR", floor).replace("T ", f"{ctype} ").replace("(T)", f"({ctype})")
+    .replace("T *", f"{ctype} *")
+    for ctype, suffix, floor in (("float", "f32", "floorf"), ("double", "f64", "floor"))
+)
+
+
+_lock = threading.Lock()
+_lib: ctypes.CDLL | None = None
+_state = {"tried": False, "enabled": os.environ.get("KANSYM_NATIVE", "1") != "0", "error": None}
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kansym"
+
+
+def _build() -> ctypes.CDLL:
+    """Compile (once per machine and source) and load the kernels; raises OSError/subprocess errors."""
+    key = hashlib.sha256(f"{_SOURCE}{platform.machine()}{socket.gethostname()}".encode()).hexdigest()[:16]
+    lib_path = _cache_dir() / f"cubic_{key}.so"
+    if not lib_path.exists():
+        lib_path.parent.mkdir(parents=True, exist_ok=True)
+        cc = os.environ.get("CC", "cc")
+        with tempfile.TemporaryDirectory(dir=lib_path.parent) as tmp:
+            src, out = Path(tmp) / "cubic.c", Path(tmp) / "cubic.so"
+            src.write_text(_SOURCE)
+            base = [cc, "-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", str(src), "-o", str(out), "-lm"]
+            done = subprocess.run(base[:1] + ["-fopenmp"] + base[1:], capture_output=True, timeout=120)
+            if done.returncode != 0:  # no OpenMP: one thread
+                done = subprocess.run(base, capture_output=True, timeout=120)
+            if done.returncode != 0:
+                raise OSError(done.stderr.decode(errors="replace").strip().splitlines()[-1:] or "cc failed")
+            os.replace(out, lib_path)  # atomic: a concurrent process sees the old state or the whole file
+    lib = ctypes.CDLL(str(lib_path))
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    for suffix in ("f32", "f64"):
+        getattr(lib, f"kansym_cubic_fwd_{suffix}").argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, i64, ptr, i64]
+        getattr(lib, f"kansym_cubic_bwd_{suffix}").argtypes = [ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, ptr, i64]
+    return lib
+
+
+def available() -> bool:
+    """Whether the native kernels are enabled and built (compiles them on the first call).
+
+    Returns False (and remembers why in ``native._state["error"]``) when disabled by
+    :func:`enable` or ``KANSYM_NATIVE=0``, or when no C compiler could build them.
+    """
+    global _lib
+    if not _state["enabled"]:
+        return False
+    if not _state["tried"]:
+        with _lock:
+            if not _state["tried"]:
+                try:
+                    _lib = _build()
+                except (OSError, subprocess.SubprocessError) as exc:
+                    _state["error"] = f"{type(exc).__name__}: {exc}"
+                    print(f"kansym: native spline kernels unavailable ({_state['error']}); using torch kernels",
+                          file=sys.stderr)
+                _state["tried"] = True
+    return _lib is not None
+
+
+def enable(on: bool = True) -> None:
+    """Turn the native kernels on (the default where a C compiler exists) or off (torch kernels)."""
+    _state["enabled"] = bool(on)
+
+
+def usable(x: torch.Tensor) -> bool:
+    """True when ``x`` can go through the native kernels: a CPU float32/float64 tensor, kernels available."""
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and available()
+
+
+def _ptr(t: torch.Tensor) -> int:
+    return t.data_ptr()
+
+
+def cubic_features(
+    x: torch.Tensor, t0: torch.Tensor, inv_h: torch.Tensor, n_basis: int, with_base: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``F (N, n_basis + with_base, in)``: ``silu(x)`` in row 0 (with a base), then ``-6 B_i(x)``.
+
+    Parameters
+    ----------
+    x : Tensor (N, in)
+        CPU float32/float64 (see :func:`usable`).
+    t0, inv_h : Tensor (in,)
+        First knot and inverse knot step of each feature's uniform grid.
+    n_basis : int
+        ``K = G + 3``.
+    with_base : bool
+        Put ``silu(x)`` in row 0.
+
+    Returns
+    -------
+    F : Tensor (N, n_basis + with_base, in)
+    sig : Tensor (N, in) or None
+        ``sigmoid(x)`` with a base (what :func:`cubic_input_grad` needs for ``silu'``).
+    """
+    x = x.contiguous()
+    t0, inv_h = t0.to(x.dtype).contiguous(), inv_h.to(x.dtype).contiguous()
+    n, width = x.shape
+    sig = torch.sigmoid(x) if with_base else None  # torch's vectorised exp
+    out = torch.empty(n, n_basis + int(with_base), width, dtype=x.dtype)
+    fn = _lib.kansym_cubic_fwd_f32 if x.dtype == torch.float32 else _lib.kansym_cubic_fwd_f64
+    fn(_ptr(x), _ptr(sig if with_base else x), _ptr(t0), _ptr(inv_h), n, width, n_basis, int(with_base), _ptr(out),
+       torch.get_num_threads())
+    return out, sig
+
+
+def cubic_input_grad(
+    g_feats: torch.Tensor, x: torch.Tensor, sig: torch.Tensor | None, t0: torch.Tensor, inv_h: torch.Tensor
+) -> torch.Tensor:
+    """``dL/dx (N, in) = sum_r g_feats[:, r] dF_r/dx`` for the features of :func:`cubic_features`.
+
+    Parameters
+    ----------
+    g_feats : Tensor (N, K + with_base, in)
+        Gradient with respect to the features, same dtype as ``x``.
+    x, t0, inv_h
+        As in :func:`cubic_features`.
+    sig : Tensor (N, in) or None
+        ``sigmoid(x)`` from :func:`cubic_features` when row 0 is ``silu(x)``; None without a base.
+    """
+    x, g_feats = x.contiguous(), g_feats.contiguous()
+    t0, inv_h = t0.to(x.dtype).contiguous(), inv_h.to(x.dtype).contiguous()
+    n, width = x.shape
+    with_base = sig is not None
+    n_basis = g_feats.shape[1] - int(with_base)
+    out = torch.empty(n, width, dtype=x.dtype)
+    fn = _lib.kansym_cubic_bwd_f32 if x.dtype == torch.float32 else _lib.kansym_cubic_bwd_f64
+    fn(_ptr(g_feats), _ptr(x), _ptr(sig.contiguous() if with_base else x), _ptr(t0), _ptr(inv_h), n, width, n_basis,
+       int(with_base), _ptr(out), torch.get_num_threads())
+    return out

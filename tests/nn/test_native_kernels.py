@@ -1,0 +1,152 @@
+"""The native cubic kernels (kansym.nn.fast.native) against the reference spline math, and their fallbacks."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kansym.nn import KANLayer
+from kansym.nn.fast import native
+from kansym.nn.spline import bspline_basis, make_grid
+
+HAS_CC = shutil.which(os.environ.get("CC", "cc")) is not None
+needs_cc = pytest.mark.skipif(not HAS_CC, reason="no C compiler: the native kernels cannot be built here")
+
+
+@pytest.fixture(params=[True, False], ids=["native", "torch"])
+def kernels(request):
+    """Run a test with the native kernels on, then off (the torch kernels); restores the setting."""
+    before = native._state["enabled"]
+    native.enable(request.param)
+    if request.param and not native.available():
+        native.enable(before)
+        pytest.skip("native kernels unavailable")
+    yield request.param
+    native.enable(before)
+
+
+def _layer(in_f, out_f, grid_size, gen, dtype):
+    layer = KANLayer(in_f, out_f, grid_size, 3, generator=gen).to(dtype)
+    low = torch.rand(in_f, generator=gen, dtype=dtype) * 4 - 3
+    layer.grid = make_grid(low, low + 0.5 + torch.rand(in_f, generator=gen, dtype=dtype) * 3, grid_size, 3, dtype=dtype)
+    with torch.no_grad():
+        for p in (layer.coef, layer.scale_base, layer.scale_sp):
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=dtype))
+    return layer
+
+
+def _reference(layer, x):
+    basis = bspline_basis(x, layer.grid, 3)  # (N, in, K)
+    out = torch.einsum("nik,oik->no", basis, layer.coef * (layer.scale_sp * layer.mask).unsqueeze(-1))
+    return out + F.silu(x) @ (layer.scale_base * layer.mask).T
+
+
+def _value_and_grads(fn, layer, x, weight):
+    x = x.clone().requires_grad_(True)
+    out = fn(layer, x)
+    return out.detach(), torch.autograd.grad((out * weight).sum(), [x, layer.coef, layer.scale_base, layer.scale_sp])
+
+
+@needs_cc
+def test_native_kernels_build_here():
+    assert native.available(), native._state["error"]
+
+
+@pytest.mark.parametrize("grid_size", [1, 3, 5, 12])
+def test_cubic_layer_equals_reference_with_and_without_native_kernels(kernels, grid_size):
+    gen = torch.Generator().manual_seed(grid_size)
+    for trial in range(3):
+        layer = _layer(5, 3, grid_size, gen, torch.float64)
+        lo, hi = layer.grid[:, 0], layer.grid[:, -1]
+        u = torch.rand(200, 5, generator=gen, dtype=torch.float64) * 1.6 - 0.3  # 30 % beyond each side
+        x = lo + u * (hi - lo)
+        knots = layer.grid.T  # (G + 7, in)
+        x[: knots.shape[0]] = knots  # exactly on every knot
+        weight = torch.randn(200, 3, generator=gen, dtype=torch.float64)
+        out, grads = _value_and_grads(lambda m, t: m(t), layer, x, weight)
+        ref, ref_grads = _value_and_grads(_reference, layer, x, weight)
+        torch.testing.assert_close(out, ref, atol=1e-11, rtol=1e-11)
+        for name, g, r in zip(["x", "coef", "scale_base", "scale_sp"], grads, ref_grads):
+            torch.testing.assert_close(g, r, atol=1e-10, rtol=1e-10, msg=f"grad of {name}, trial {trial}")
+
+
+def test_float32_layer_matches_float64_reference(kernels):
+    gen = torch.Generator().manual_seed(5)
+    layer64 = _layer(16, 8, 5, gen, torch.float64)
+    layer32 = _layer(16, 8, 5, torch.Generator(), torch.float32)
+    layer32.load_state_dict({k: v.float() for k, v in layer64.state_dict().items()})
+    x = torch.rand(300, 16, generator=gen, dtype=torch.float64) * 8 - 4
+    weight = torch.randn(300, 8, generator=gen, dtype=torch.float64)
+    out, grads = _value_and_grads(lambda m, t: m(t), layer32, x.float(), weight.float())
+    ref, ref_grads = _value_and_grads(_reference, layer64, x, weight)
+    torch.testing.assert_close(out.double(), ref, atol=2e-4, rtol=1e-4)
+    torch.testing.assert_close(grads[0].double(), ref_grads[0], atol=2e-3, rtol=1e-3)
+
+
+def test_nan_input_gives_nan_features_like_the_torch_kernels(kernels):
+    gen = torch.Generator().manual_seed(2)
+    layer = _layer(3, 2, 5, gen, torch.float64)
+    x = torch.zeros(4, 3, dtype=torch.float64)
+    x[1, 2] = float("nan")
+    x[2, 0] = float("inf")
+    basis = layer.basis(x)
+    assert torch.isnan(basis[1, 2]).all() and not torch.isnan(basis[[0, 2, 3]]).any()
+    out = layer(x)
+    assert torch.isnan(out[1]).all() and torch.isfinite(out[[0, 3]]).all()
+
+
+@needs_cc
+def test_native_forward_saves_the_input_not_the_derivative():
+    if not native.available():
+        pytest.skip("native kernels unavailable")
+    layer = KANLayer(8, 4, 5, 3)
+    x = torch.randn(64, 8, requires_grad=True)
+    node = layer(x).grad_fn
+    while not hasattr(node, "saved_tensors"):  # past the reshape
+        node = node.next_functions[0][0]
+    shapes = [tuple(t.shape) for t in node.saved_tensors]
+    assert (64, 8) in shapes  # the input, for the recomputed dF/dx
+    assert (64, 9, 8) not in shapes[1:] and shapes.count((64, 9 * 8)) == 1  # F once, no dF/dx
+
+
+def _run(code: str, env_extra: dict) -> subprocess.CompletedProcess:
+    env = {**os.environ, **env_extra}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+PROBE = (
+    "import torch; from kansym.nn import KANLayer; from kansym.nn.fast import native;"
+    "layer = KANLayer(3, 2, 5, 3); y = layer(torch.randn(10, 3)); print(native.available(), bool(torch.isfinite(y).all()))"
+)
+
+
+def test_kansym_native_0_turns_the_kernels_off(tmp_path):
+    done = _run(PROBE, {"KANSYM_NATIVE": "0", "XDG_CACHE_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
+    assert not (tmp_path / "kansym").exists()  # nothing built
+
+
+def test_a_failing_compiler_falls_back_to_the_torch_kernels_with_one_warning(tmp_path):
+    done = _run(PROBE, {"CC": "false", "XDG_CACHE_HOME": str(tmp_path), "KANSYM_NATIVE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
+    lines = [line for line in done.stderr.splitlines() if "native spline kernels unavailable" in line]
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    assert not list((tmp_path / "kansym").glob("*.so"))  # no half-written library left
+
+
+@needs_cc
+def test_the_built_library_is_cached_and_reused(tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path), "KANSYM_NATIVE": "1"}
+    first = _run(PROBE, env)
+    assert first.returncode == 0 and first.stdout.split() == ["True", "True"], first.stderr
+    (lib,) = (tmp_path / "kansym").glob("*.so")
+    stamp = lib.stat().st_mtime_ns
+    second = _run(PROBE, {**env, "CC": "false"})  # a rebuild would fail: the cached library must be used
+    assert second.stdout.split() == ["True", "True"], second.stderr
+    assert lib.stat().st_mtime_ns == stamp
