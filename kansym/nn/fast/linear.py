@@ -9,6 +9,7 @@ import weakref
 
 import torch
 
+from kansym.nn.fast import native
 from kansym.nn.fast.kernels import contract, features, input_grad, recomputes_derivative
 from kansym.nn.fast.plan import SplinePlan
 
@@ -151,6 +152,8 @@ def _grad_input(ctx, g_feats: torch.Tensor, deriv: torch.Tensor | None, x: torch
 
 def _weight(coef, scale_base, scale_sp, mask, plan, with_base):
     """``W (out, K + with_base, in)``: ``w_b mask`` in row 0 and ``c w_s mask scale`` (and ``live = w_s mask scale``)."""
+    if native.params_usable(coef, scale_base, scale_sp, mask):
+        return native.weight(coef, scale_base, scale_sp, mask, plan.scale, with_base)
     n_out, width, _ = coef.shape
     off = int(with_base)
     live = (scale_sp * mask).mul_(plan.scale)  # (out, in)
@@ -163,6 +166,9 @@ def _weight(coef, scale_base, scale_sp, mask, plan, with_base):
 
 def _param_grads(ctx, g_w, coef, scale_sp, mask, live, needs):
     """Gradients of ``coef``, ``scale_base``, ``scale_sp`` from that of ``W`` (out, K + with_base, in)."""
+    if native.params_usable(coef, mask, live):
+        grads = native.param_grads(g_w, coef, mask, live, ctx.scale, ctx.with_base)  # coef, base, sp
+        return tuple(g if need else None for g, need in zip(grads, (needs[0], needs[1], needs[2])))
     off = int(ctx.with_base)
     g_coef = g_base = g_sp = None
     g_spline = g_w[:, off:].transpose(1, 2)  # (out, in, K)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["available", "enable", "cubic_features", "cubic_input_grad"]
+__all__ = ["available", "enable", "usable", "cubic_features", "cubic_input_grad", "weight", "param_grads"]
 
 _TEMPLATE = r"""
 /* One sample row, inputs j0 <= j < j1 (at most BLOCK): the four polynomials of every input
@@ -136,6 +136,48 @@ void kansym_cubic_bwd_SUF(const T *g, const T *x, const T *sig, const T *t0, con
         }
     }
 }
+
+/* W (out, K + wb, in): row 0 w_b mask (with wb), rows wb + k c[:, :, k] live, where
+   live = w_s mask scale (out, in) is also returned: the weight of the layer's one matmul. */
+void kansym_weight_SUF(const T *restrict coef, const T *restrict sb, const T *restrict ss,
+                       const T *restrict mask, int64_t n_out, int64_t in, int64_t K, int64_t wb,
+                       double scale, T *restrict weight, T *restrict live) {
+    for (int64_t o = 0; o < n_out; ++o) {
+        T *restrict w = weight + o * (K + wb) * in;
+        for (int64_t j = 0; j < in; ++j) {
+            int64_t e = o * in + j;
+            T lv = ss[e] * mask[e] * (T)scale;
+            live[e] = lv;
+            if (wb) w[j] = sb[e] * mask[e];
+            const T *restrict c = coef + e * K;
+            for (int64_t k = 0; k < K; ++k) w[(wb + k) * in + j] = c[k] * lv;
+        }
+    }
+}
+
+/* From g_W (out, K + wb, in): g_coef (out, in, K) = g_W^T live, g_ws (out, in) =
+   sum_k g_W c mask scale, g_wb (out, in) = g_W[:, 0] mask (with wb). */
+void kansym_param_grads_SUF(const T *restrict gw, const T *restrict coef, const T *restrict mask,
+                            const T *restrict live, int64_t n_out, int64_t in, int64_t K,
+                            int64_t wb, double scale, T *restrict g_coef, T *restrict g_base,
+                            T *restrict g_sp) {
+    for (int64_t o = 0; o < n_out; ++o) {
+        const T *restrict g = gw + o * (K + wb) * in;
+        for (int64_t j = 0; j < in; ++j) {
+            int64_t e = o * in + j;
+            const T *restrict c = coef + e * K;
+            T *restrict gc = g_coef + e * K;
+            T acc = 0, lv = live[e];
+            for (int64_t k = 0; k < K; ++k) {
+                T gk = g[(wb + k) * in + j];
+                gc[k] = gk * lv;
+                acc += gk * c[k];
+            }
+            g_sp[e] = acc * mask[e] * (T)scale;
+            if (wb) g_base[e] = g[j] * mask[e];
+        }
+    }
+}
 """
 
 _SOURCE = "#include <math.h>\n#include <stdint.h>\n#define BLOCK 256\n" + "".join(
@@ -177,6 +219,8 @@ def _build() -> ctypes.CDLL:
     for suffix in ("f32", "f64"):
         getattr(lib, f"kansym_cubic_fwd_{suffix}").argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, i64, ptr, i64]
         getattr(lib, f"kansym_cubic_bwd_{suffix}").argtypes = [ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, ptr, i64]
+        getattr(lib, f"kansym_weight_{suffix}").argtypes = [ptr] * 4 + [i64] * 4 + [ctypes.c_double, ptr, ptr]
+        getattr(lib, f"kansym_param_grads_{suffix}").argtypes = [ptr] * 4 + [i64] * 4 + [ctypes.c_double] + [ptr] * 3
     return lib
 
 
@@ -273,3 +317,48 @@ def cubic_input_grad(
     fn(_ptr(g_feats), _ptr(x), _ptr(sig.contiguous() if with_base else x), _ptr(t0), _ptr(inv_h), n, width, n_basis,
        int(with_base), _ptr(out), torch.get_num_threads())
     return out
+
+
+def params_usable(*tensors: torch.Tensor) -> bool:
+    """True when the layer parameters can go through :func:`weight` / :func:`param_grads`."""
+    dtype = tensors[0].dtype
+    return (
+        dtype in (torch.float32, torch.float64)
+        and all(t.device.type == "cpu" and t.dtype == dtype and t.is_contiguous() for t in tensors)
+        and available()
+    )
+
+
+def weight(
+    coef: torch.Tensor, scale_base: torch.Tensor, scale_sp: torch.Tensor, mask: torch.Tensor, scale: float, with_base: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``W (out, K + with_base, in)`` and ``live (out, in)`` of :func:`kansym.nn.fast.linear._weight` in one pass.
+
+    All inputs contiguous CPU tensors of one float dtype (:func:`params_usable`); ``coef
+    (out, in, K)``, the others ``(out, in)``; ``scale`` the plan's feature scale.
+    """
+    n_out, width, n_basis = coef.shape
+    w = torch.empty(n_out, n_basis + int(with_base), width, dtype=coef.dtype)
+    live = torch.empty(n_out, width, dtype=coef.dtype)
+    fn = _lib.kansym_weight_f32 if coef.dtype == torch.float32 else _lib.kansym_weight_f64
+    fn(_ptr(coef), _ptr(scale_base), _ptr(scale_sp), _ptr(mask), n_out, width, n_basis, int(with_base), scale,
+       _ptr(w), _ptr(live))
+    return w, live
+
+
+def param_grads(
+    g_w: torch.Tensor, coef: torch.Tensor, mask: torch.Tensor, live: torch.Tensor, scale: float, with_base: bool
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Gradients of ``coef (out, in, K)``, ``scale_base`` and ``scale_sp (out, in)`` from ``g_W (out, K + with_base, in)``.
+
+    The inverse of :func:`weight` (chain rule through ``W``); ``g_base`` is None without a base.
+    """
+    g_w = g_w.to(coef.dtype).contiguous()
+    n_out, width, n_basis = coef.shape
+    g_coef = torch.empty_like(coef)
+    g_sp = torch.empty(n_out, width, dtype=coef.dtype)
+    g_base = torch.empty(n_out, width, dtype=coef.dtype) if with_base else None
+    fn = _lib.kansym_param_grads_f32 if coef.dtype == torch.float32 else _lib.kansym_param_grads_f64
+    fn(_ptr(g_w), _ptr(coef), _ptr(mask), _ptr(live), n_out, width, n_basis, int(with_base), scale, _ptr(g_coef),
+       _ptr(g_base) if with_base else None, _ptr(g_sp))
+    return g_coef, g_base, g_sp
