@@ -150,3 +150,26 @@ def test_the_built_library_is_cached_and_reused(tmp_path):
     second = _run(PROBE, {**env, "CC": "false"})  # a rebuild would fail: the cached library must be used
     assert second.stdout.split() == ["True", "True"], second.stderr
     assert lib.stat().st_mtime_ns == stamp
+
+
+@needs_cc
+def test_row_blocks_on_several_threads_equal_one_thread():
+    if not native.available():
+        pytest.skip("native kernels unavailable")
+    gen = torch.Generator().manual_seed(4)
+    layer = _layer(32, 4, 5, gen, torch.float32)
+    plan = layer.plan()
+    x = torch.randn(3001, 32, generator=gen) * 2  # rows not divisible by the thread count
+    g = torch.randn(3001, 9, 32, generator=gen)
+    before = torch.get_num_threads()
+    try:
+        results, sig = [], torch.sigmoid(x)
+        for threads in (1, 3):
+            torch.set_num_threads(threads)
+            feats = native.cubic_features(x, plan.t0, plan.inv_h, 8, True)[0]
+            results.append((feats, native.cubic_input_grad(g, x, sig, plan.t0, plan.inv_h)))
+    finally:
+        torch.set_num_threads(before)
+    (f1, g1), (f3, g3) = results
+    assert torch.equal(f1[:, 1:], f3[:, 1:]) and torch.equal(g1, g3)  # the C kernels: bit for bit
+    torch.testing.assert_close(f1[:, 0], f3[:, 0], rtol=1e-6, atol=0)  # silu: torch's sigmoid, ulps by thread count

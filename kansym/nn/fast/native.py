@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -106,8 +107,7 @@ static void bwd_row_SUF(const T *restrict gb, const T *restrict xr, const T *res
 /* out (n, K + wb, in): rows wb + i get -6 B_i(x); with wb, row 0 gets silu(x) = x sig(x),
    sig (n, in) given. */
 void kansym_cubic_fwd_SUF(const T *x, const T *sig, const T *t0, const T *inv_h, int64_t n,
-                          int64_t in, int64_t K, int64_t wb, T *out, int64_t threads) {
-    #pragma omp parallel for num_threads(threads) schedule(static)
+                          int64_t in, int64_t K, int64_t wb, T *out) {
     for (int64_t r = 0; r < n; ++r) {
         const T *restrict xr = x + r * in;
         T *restrict o = out + r * (K + wb) * in;
@@ -123,8 +123,7 @@ void kansym_cubic_fwd_SUF(const T *x, const T *sig, const T *t0, const T *inv_h,
 /* gx (n, in) = sum_i g[:, wb + i] d(-6 B_i)/dx, dB/dx recomputed from x; with wb, plus
    g[:, 0] silu'(x) = g[:, 0] sig (1 + x (1 - sig)), sig (n, in) given. */
 void kansym_cubic_bwd_SUF(const T *g, const T *x, const T *sig, const T *t0, const T *inv_h,
-                          int64_t n, int64_t in, int64_t K, int64_t wb, T *gx, int64_t threads) {
-    #pragma omp parallel for num_threads(threads) schedule(static)
+                          int64_t n, int64_t in, int64_t K, int64_t wb, T *gx) {
     for (int64_t r = 0; r < n; ++r) {
         const T *restrict xr = x + r * in, *restrict gr = g + r * (K + wb) * in;
         T *restrict o = gx + r * in;
@@ -208,17 +207,15 @@ def _build() -> ctypes.CDLL:
             src, out = Path(tmp) / "cubic.c", Path(tmp) / "cubic.so"
             src.write_text(_SOURCE)
             base = [cc, "-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", str(src), "-o", str(out), "-lm"]
-            done = subprocess.run(base[:1] + ["-fopenmp"] + base[1:], capture_output=True, timeout=120)
-            if done.returncode != 0:  # no OpenMP: one thread
-                done = subprocess.run(base, capture_output=True, timeout=120)
+            done = subprocess.run(base, capture_output=True, timeout=120)
             if done.returncode != 0:
                 raise OSError(done.stderr.decode(errors="replace").strip().splitlines()[-1:] or "cc failed")
             os.replace(out, lib_path)  # atomic: a concurrent process sees the old state or the whole file
     lib = ctypes.CDLL(str(lib_path))
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     for suffix in ("f32", "f64"):
-        getattr(lib, f"kansym_cubic_fwd_{suffix}").argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, i64, ptr, i64]
-        getattr(lib, f"kansym_cubic_bwd_{suffix}").argtypes = [ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, ptr, i64]
+        getattr(lib, f"kansym_cubic_fwd_{suffix}").argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, i64, ptr]
+        getattr(lib, f"kansym_cubic_bwd_{suffix}").argtypes = [ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, ptr]
         getattr(lib, f"kansym_weight_{suffix}").argtypes = [ptr] * 4 + [i64] * 4 + [ctypes.c_double, ptr, ptr]
         getattr(lib, f"kansym_param_grads_{suffix}").argtypes = [ptr] * 4 + [i64] * 4 + [ctypes.c_double] + [ptr] * 3
     return lib
@@ -260,6 +257,28 @@ def _ptr(t: torch.Tensor) -> int:
     return t.data_ptr()
 
 
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_MIN_WORK = 1 << 16  # elements of F per thread below which one thread is faster
+
+
+def _by_rows(run, n: int, row_elems: int) -> None:
+    """``run(r0, r1)`` over row blocks covering ``range(n)``, on ``torch.get_num_threads()`` threads.
+
+    ctypes releases the GIL during the C call, so the blocks run in parallel; a private
+    thread pool avoids mixing an OpenMP runtime with torch's.
+    """
+    global _pool, _pool_size
+    threads = min(torch.get_num_threads(), max(1, n * row_elems // _MIN_WORK))
+    if threads <= 1:
+        run(0, n)
+        return
+    if _pool_size < threads:
+        _pool, _pool_size = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kansym-native"), threads
+    step = -(-n // threads)
+    list(_pool.map(lambda r0: run(r0, min(n, r0 + step)), range(0, n, step)))
+
+
 def cubic_features(
     x: torch.Tensor, t0: torch.Tensor, inv_h: torch.Tensor, n_basis: int, with_base: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -288,8 +307,14 @@ def cubic_features(
     sig = torch.sigmoid(x) if with_base else None  # torch's vectorised exp
     out = torch.empty(n, n_basis + int(with_base), width, dtype=x.dtype)
     fn = _lib.kansym_cubic_fwd_f32 if x.dtype == torch.float32 else _lib.kansym_cubic_fwd_f64
-    fn(_ptr(x), _ptr(sig if with_base else x), _ptr(t0), _ptr(inv_h), n, width, n_basis, int(with_base), _ptr(out),
-       torch.get_num_threads())
+    rows, size = (n_basis + int(with_base)) * width, x.element_size()
+    xp, sp, op = _ptr(x), _ptr(sig if with_base else x), _ptr(out)
+
+    def run(r0: int, r1: int) -> None:
+        off = r0 * width * size
+        fn(xp + off, sp + off, _ptr(t0), _ptr(inv_h), r1 - r0, width, n_basis, int(with_base), op + r0 * rows * size)
+
+    _by_rows(run, n, rows)
     return out, sig
 
 
@@ -314,8 +339,16 @@ def cubic_input_grad(
     n_basis = g_feats.shape[1] - int(with_base)
     out = torch.empty(n, width, dtype=x.dtype)
     fn = _lib.kansym_cubic_bwd_f32 if x.dtype == torch.float32 else _lib.kansym_cubic_bwd_f64
-    fn(_ptr(g_feats), _ptr(x), _ptr(sig.contiguous() if with_base else x), _ptr(t0), _ptr(inv_h), n, width, n_basis,
-       int(with_base), _ptr(out), torch.get_num_threads())
+    sig = sig.contiguous() if with_base else x
+    rows, size = (n_basis + int(with_base)) * width, x.element_size()
+    gp, xp, sp, op = _ptr(g_feats), _ptr(x), _ptr(sig), _ptr(out)
+
+    def run(r0: int, r1: int) -> None:
+        off = r0 * width * size
+        fn(gp + r0 * rows * size, xp + off, sp + off, _ptr(t0), _ptr(inv_h), r1 - r0, width, n_basis, int(with_base),
+           op + off)
+
+    _by_rows(run, n, rows)
     return out
 
 
