@@ -244,6 +244,7 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
         )
 
     stopped_early = False
+    params = list(model.parameters())
     model.layers[0].feature_cache = FeatureCache()  # the first layer's input is the fixed x_tr: its basis once per grid
     show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = tqdm(range(start, config.steps), disable=not show, desc="fit", leave=False)
@@ -267,7 +268,8 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
                 xb, yb = x_tr[pick], y_tr[pick]
 
             def closure() -> torch.Tensor:
-                optimizer.zero_grad()
+                for p in params:  # optimizer.zero_grad() without its profiler record (~0.1 ms a call)
+                    p.grad = None
                 mse, reg = _objective(model, xb, yb, config)
                 loss = mse + config.lamb * reg if config.lamb > 0 else mse
                 loss.backward()
