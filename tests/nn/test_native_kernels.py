@@ -74,6 +74,37 @@ def test_cubic_layer_equals_reference_with_and_without_native_kernels(kernels, g
             torch.testing.assert_close(g, r, atol=1e-10, rtol=1e-10, msg=f"grad of {name}, trial {trial}")
 
 
+@pytest.mark.parametrize("order", [0, 1, 2, 3, 4])
+def test_non_uniform_layer_equals_reference_with_and_without_native_kernels(kernels, order):
+    gen = torch.Generator().manual_seed(40 + order)
+    layer = KANLayer(4, 3, 6, order, generator=gen).double()
+    with torch.no_grad():
+        for p in (layer.coef, layer.scale_base, layer.scale_sp):
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64))
+    layer.update_grid(torch.randn(400, 4, generator=gen, dtype=torch.float64) ** 3)  # skewed: far from uniform
+    assert layer.plan().piecewise
+    lo, hi = layer.grid[:, 0], layer.grid[:, -1]
+    x = lo + (torch.rand(150, 4, generator=gen, dtype=torch.float64) * 1.6 - 0.3) * (hi - lo)
+    knots = layer.grid.T
+    x[: knots.shape[0]] = knots  # on every knot
+    weight = torch.randn(150, 3, generator=gen, dtype=torch.float64)
+    out, grads = _value_and_grads(lambda m, t: m(t), layer, x, weight)
+    basis = bspline_basis(x, layer.grid, order)
+    ref = torch.einsum("nik,oik->no", basis, layer.coef * (layer.scale_sp * layer.mask).unsqueeze(-1))
+    ref = ref + F.silu(x) @ (layer.scale_base * layer.mask).T
+    torch.testing.assert_close(out, ref, atol=1e-11, rtol=1e-11)
+    torch.testing.assert_close(layer.basis(x), basis, atol=1e-12, rtol=0)
+    xs = x.clone().requires_grad_(True)
+    ref_grads = torch.autograd.grad((_reference_order(layer, xs, order) * weight).sum(), [xs])
+    torch.testing.assert_close(grads[0], ref_grads[0], atol=1e-9, rtol=1e-9)
+
+
+def _reference_order(layer, x, order):
+    basis = bspline_basis(x, layer.grid, order)
+    out = torch.einsum("nik,oik->no", basis, layer.coef * (layer.scale_sp * layer.mask).unsqueeze(-1))
+    return out + F.silu(x) @ (layer.scale_base * layer.mask).T
+
+
 def test_float32_layer_matches_float64_reference(kernels):
     gen = torch.Generator().manual_seed(5)
     layer64 = _layer(16, 8, 5, gen, torch.float64)
@@ -87,14 +118,19 @@ def test_float32_layer_matches_float64_reference(kernels):
     torch.testing.assert_close(grads[0].double(), ref_grads[0], atol=2e-3, rtol=1e-3)
 
 
-def test_nan_input_gives_nan_features_like_the_torch_kernels(kernels):
+@pytest.mark.parametrize("updated", [False, True], ids=["uniform", "updated-grid"])
+def test_nan_input_gives_nan_features_like_the_torch_kernels(kernels, updated):
     gen = torch.Generator().manual_seed(2)
     layer = _layer(3, 2, 5, gen, torch.float64)
+    if updated:
+        layer.update_grid(torch.randn(300, 3, generator=gen, dtype=torch.float64) ** 3)
+        assert layer.plan().piecewise
     x = torch.zeros(4, 3, dtype=torch.float64)
     x[1, 2] = float("nan")
     x[2, 0] = float("inf")
     basis = layer.basis(x)
     assert torch.isnan(basis[1, 2]).all() and not torch.isnan(basis[[0, 2, 3]]).any()
+    assert torch.equal(basis[2, 0].abs(), torch.zeros_like(basis[2, 0]))  # +inf is outside the grid: 0 (the limit)
     out = layer(x)
     assert torch.isnan(out[1]).all() and torch.isfinite(out[[0, 3]]).all()
 

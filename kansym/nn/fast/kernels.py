@@ -133,9 +133,20 @@ def _run_compiled(name: str, *args):
         return None
 
 
+def _native_kind(plan: SplinePlan, x: torch.Tensor) -> str | None:
+    """"cubic" or "piecewise" when a native kernel evaluates this plan on ``x``, else None."""
+    if plan.uniform and plan.order == 3:
+        kind = "cubic"
+    elif plan.piecewise and plan.order <= native.MAX_ORDER:
+        kind = "piecewise"
+    else:
+        return None
+    return kind if native.usable(x) else None
+
+
 def recomputes_derivative(plan: SplinePlan, x: torch.Tensor) -> bool:
     """True when the backward will recompute ``dF/dx`` of ``x`` (native or compiled kernels, see :func:`input_grad`)."""
-    return plan.uniform and plan.order == 3 and (native.usable(x) or bool(_compiled))
+    return _native_kind(plan, x) is not None or (plan.uniform and plan.order == 3 and bool(_compiled))
 
 
 def input_grad(
@@ -163,9 +174,12 @@ def input_grad(
     """
     if not recomputes_derivative(plan, x) or g_feats.dtype != x.dtype:
         return None
-    if native.usable(x):
+    kind = _native_kind(plan, x)
+    if kind is not None:
         sig = (aux if aux is not None else torch.sigmoid(x)) if with_base else None
-        return native.cubic_input_grad(g_feats, x, sig, plan.t0, plan.inv_h)
+        if kind == "cubic":
+            return native.cubic_input_grad(g_feats, x, sig, plan.t0, plan.inv_h)
+        return native.piecewise_input_grad(g_feats, x, sig, plan)
     dfac = plan.dfac.to(x.dtype)
     t0, inv_h, centers = plan.t0.to(x.dtype), plan.inv_h.to(x.dtype), plan.centers.to(x.dtype)
     return _run_compiled("cubic_input_grad", g_feats, x, t0, inv_h, dfac, centers, with_base)
@@ -239,7 +253,8 @@ def _piecewise_into(out: torch.Tensor, deriv: torch.Tensor | None, x: torch.Tens
     k, n_basis = plan.order, plan.n_basis
     xt = x.T.contiguous()  # (in, n)
     slot = torch.searchsorted(plan.rows.to(x.dtype), xt, right=True).add_(plan.offsets)  # (in, n): row of the table
-    u = torch.sub(xt, plan.origins.to(x.dtype)[slot]).unsqueeze(-1)  # (in, n, 1): x - t_{s-1} (xt may share x's memory)
+    u = torch.sub(xt, plan.origins.to(x.dtype)[slot])  # (in, n): x - t_{s-1} (xt may share x's memory)
+    u = u.masked_fill_(torch.isinf(u), 0.0).unsqueeze(-1)  # +-inf lie outside the grid: 0, not 0 * inf
     width = 2 * n_basis if deriv is not None else n_basis  # values and derivatives in one Horner pass
     c = plan.table.to(x.dtype).index_select(0, slot.view(-1))[..., :width]  # (in n, k + 1, width)
     c = c.view(xt.shape[0], xt.shape[1], k + 1, width)  # (in, n, k + 1, width)
@@ -295,8 +310,12 @@ def features(
     n, width = x.shape
     k_basis, off = plan.n_basis, int(with_base)
     dfac = plan.dfac.to(x.dtype) if plan.dfac is not None else None
-    if not with_deriv and plan.uniform and plan.order == 3 and native.usable(x):
-        feats, sig = native.cubic_features(x, plan.t0, plan.inv_h, k_basis, with_base)
+    kind = None if with_deriv else _native_kind(plan, x)
+    if kind is not None:
+        if kind == "cubic":
+            feats, sig = native.cubic_features(x, plan.t0, plan.inv_h, k_basis, with_base)
+        else:
+            feats, sig = native.piecewise_features(x, plan, with_base)
         return feats, (sig if aux else None)
     if _compiled and plan.uniform and plan.order == 3:
         t0, inv_h = plan.t0.to(x.dtype), plan.inv_h.to(x.dtype)

@@ -136,6 +136,88 @@ void kansym_cubic_bwd_SUF(const T *g, const T *x, const T *sig, const T *t0, con
     }
 }
 
+/* Any knots, any order k <= KMAX: per input, its slot s = #{knots <= x} (M knots per
+   feature, sorted), the local variable u = x - origins[slot] and, by Horner's rule on
+   the plan's table (rows in*(M+1), k+1, 2K: values then derivatives), the k + 1
+   polynomials of the bases i = s - 1 - k + q that can be nonzero there; then the same
+   blends as the uniform kernels. d = 0 gives values, d = 1 derivatives. */
+static void pw_row_SUF(const T *restrict xr, const T *restrict knots, const T *restrict origins,
+                       const T *restrict table, int64_t in, int64_t j0, int64_t j1, int64_t M,
+                       int64_t k, int64_t K, int64_t d, T mm[BLOCK], T v[KMAX + 1][BLOCK],
+                       T nn[BLOCK]) {
+    for (int64_t j = 0; j < j1 - j0; ++j) {
+        int64_t f = j0 + j;
+        T xv = xr[f];
+        const T *restrict kn = knots + f * M;
+        int64_t s = 0; /* s = #{knots <= x}, branch-free (M is small) */
+        for (int64_t t = 0; t < M; ++t) s += kn[t] <= xv;
+        if (xv != xv) s = M; /* NaN: outside, NaN below */
+        int64_t row = f * (M + 1) + s, k1 = k + 1;
+        T u = xv - origins[row];
+        u = u - u == 0 ? u : 0; /* +-inf: outside the grid, zero pieces; NaN comes from nn */
+        const T *restrict c = table + (row * 2 + d) * k1 * k1; /* pieces[row][d][q][e] */
+        mm[j] = (T)(s - 1 - k);
+        nn[j] = xv != xv ? xv : 0;
+        for (int64_t q = 0; q <= k; ++q) {
+            T val = 0;
+            for (int64_t e = k; e >= 0; --e) val = c[q * k1 + e] + val * u;
+            v[q][j] = val;
+        }
+    }
+}
+
+void kansym_pw_fwd_SUF(const T *x, const T *sig, const T *knots, const T *origins, const T *table,
+                       int64_t n, int64_t in, int64_t M, int64_t k, int64_t K, int64_t wb, T *out) {
+    T mm[BLOCK], v[KMAX + 1][BLOCK], nn[BLOCK];
+    for (int64_t r = 0; r < n; ++r) {
+        const T *restrict xr = x + r * in;
+        T *restrict o = out + r * (K + wb) * in;
+        if (wb) {
+            const T *restrict sr = sig + r * in;
+            for (int64_t j = 0; j < in; ++j) o[j] = xr[j] * sr[j];
+        }
+        for (int64_t j0 = 0; j0 < in; j0 += BLOCK) {
+            int64_t j1 = j0 + BLOCK < in ? j0 + BLOCK : in, w = j1 - j0;
+            pw_row_SUF(xr, knots, origins, table, in, j0, j1, M, k, K, 0, mm, v, nn);
+            for (int64_t i = 0; i < K; ++i) { /* zeros, or NaN for NaN inputs */
+                T *restrict oi = o + (wb + i) * in + j0;
+                for (int64_t j = 0; j < w; ++j) oi[j] = nn[j];
+            }
+            for (int64_t j = 0; j < w; ++j) /* the k + 1 pieces that can be nonzero */
+                for (int64_t p = 0; p <= k; ++p) {
+                    int64_t i = (int64_t)mm[j] + p;
+                    if (i >= 0 && i < K) o[(wb + i) * in + j0 + j] += v[p][j];
+                }
+        }
+    }
+}
+
+void kansym_pw_bwd_SUF(const T *g, const T *x, const T *sig, const T *knots, const T *origins,
+                       const T *table, int64_t n, int64_t in, int64_t M, int64_t k, int64_t K,
+                       int64_t wb, T *gx) {
+    T mm[BLOCK], v[KMAX + 1][BLOCK], nn[BLOCK];
+    for (int64_t r = 0; r < n; ++r) {
+        const T *restrict xr = x + r * in, *restrict gr = g + r * (K + wb) * in;
+        T *restrict o = gx + r * in;
+        for (int64_t j0 = 0; j0 < in; j0 += BLOCK) {
+            int64_t j1 = j0 + BLOCK < in ? j0 + BLOCK : in, w = j1 - j0;
+            pw_row_SUF(xr, knots, origins, table, in, j0, j1, M, k, K, 1, mm, v, nn);
+            for (int64_t j = 0; j < w; ++j) {
+                T acc = nn[j];
+                for (int64_t p = 0; p <= k; ++p) {
+                    int64_t i = (int64_t)mm[j] + p;
+                    if (i >= 0 && i < K) acc += gr[(wb + i) * in + j0 + j] * v[p][j];
+                }
+                o[j0 + j] = acc;
+            }
+        }
+        if (wb) {
+            const T *restrict sr = sig + r * in;
+            for (int64_t j = 0; j < in; ++j) o[j] += gr[j] * (sr[j] * (1 + xr[j] * (1 - sr[j])));
+        }
+    }
+}
+
 /* W (out, K + wb, in): row 0 w_b mask (with wb), rows wb + k c[:, :, k] live, where
    live = w_s mask scale (out, in) is also returned: the weight of the layer's one matmul. */
 void kansym_weight_SUF(const T *restrict coef, const T *restrict sb, const T *restrict ss,
@@ -179,7 +261,7 @@ void kansym_param_grads_SUF(const T *restrict gw, const T *restrict coef, const 
 }
 """
 
-_SOURCE = "#include <math.h>\n#include <stdint.h>\n#define BLOCK 256\n" + "".join(
+_SOURCE = "#include <math.h>\n#include <stdint.h>\n#define BLOCK 256\n#define KMAX 7\n" + "".join(
     _TEMPLATE.replace("SUF", suffix).replace("FLOOR", floor).replace("T ", f"{ctype} ").replace("(T)", f"({ctype})")
     .replace("T *", f"{ctype} *")
     for ctype, suffix, floor in (("float", "f32", "floorf"), ("double", "f64", "floor"))
@@ -216,6 +298,8 @@ def _build() -> ctypes.CDLL:
     for suffix in ("f32", "f64"):
         getattr(lib, f"kansym_cubic_fwd_{suffix}").argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, i64, ptr]
         getattr(lib, f"kansym_cubic_bwd_{suffix}").argtypes = [ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, ptr]
+        getattr(lib, f"kansym_pw_fwd_{suffix}").argtypes = [ptr] * 5 + [i64] * 6 + [ptr]
+        getattr(lib, f"kansym_pw_bwd_{suffix}").argtypes = [ptr] * 6 + [i64] * 6 + [ptr]
         getattr(lib, f"kansym_weight_{suffix}").argtypes = [ptr] * 4 + [i64] * 4 + [ctypes.c_double, ptr, ptr]
         getattr(lib, f"kansym_param_grads_{suffix}").argtypes = [ptr] * 4 + [i64] * 4 + [ctypes.c_double] + [ptr] * 3
     return lib
@@ -395,3 +479,90 @@ def param_grads(
     fn(_ptr(g_w), _ptr(coef), _ptr(mask), _ptr(live), n_out, width, n_basis, int(with_base), scale, _ptr(g_coef),
        _ptr(g_base) if with_base else None, _ptr(g_sp))
     return g_coef, g_base, g_sp
+
+
+MAX_ORDER = 7  # KMAX of the C source
+
+
+def _pieces(plan) -> torch.Tensor:
+    """The plan's table compacted to the ``k + 1`` bases that can be nonzero in each slot.
+
+    ``(in (M + 1), 2, k + 1, k + 1)``: for slot ``s`` (interval ``s - 1``), entry
+    ``[d, q, e]`` is the coefficient of ``u^e`` of basis ``i = s - 1 - k + q`` (``d = 0``)
+    or of its derivative (``d = 1``); 0 where ``i`` is outside ``0..K-1``. Built once per
+    plan.
+    """
+    cached = plan.__dict__.get("_native_pieces")
+    if cached is not None:
+        return cached
+    table, k, n_basis = plan.table, plan.order, plan.n_basis  # (in (M + 1), k + 1, 2K)
+    slots = plan.rows.shape[1] + 1
+    s = torch.arange(table.shape[0], device=table.device) % slots  # slot of each row
+    i = (s - 1 - k).view(-1, 1) + torch.arange(k + 1, device=table.device)  # (rows, k + 1)
+    valid = (i >= 0) & (i < n_basis)
+    idx = i.clamp(0, n_basis - 1)
+    parts = []
+    for d in (0, 1):
+        cols = (idx + d * n_basis).unsqueeze(1).expand(-1, k + 1, -1)  # (rows, k + 1 [e], k + 1 [q])
+        part = torch.gather(table, 2, cols) * valid.unsqueeze(1)  # (rows, e, q)
+        parts.append(part.transpose(1, 2))  # (rows, q, e)
+    pieces = torch.stack(parts, dim=1).contiguous()  # (rows, 2, q, e)
+    object.__setattr__(plan, "_native_pieces", pieces)  # a frozen plan: cached on the instance, dies with it
+    return pieces
+
+
+def _plan_tensors(plan, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return tuple(t.to(dtype).contiguous() for t in (plan.rows, plan.origins, _pieces(plan)))
+
+
+def piecewise_features(x: torch.Tensor, plan, with_base: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """As :func:`cubic_features` for a piecewise plan (any knots, order <= 7): ``F`` with ``B_i(x)`` (scale 1) and ``sig``.
+
+    Parameters
+    ----------
+    x : Tensor (N, in)
+        CPU float32/float64 (see :func:`usable`).
+    plan : SplinePlan
+        A plan with ``plan.piecewise`` (see :func:`kansym.nn.fast.plan.make_plan`).
+    with_base : bool
+        Put ``silu(x)`` in row 0.
+    """
+    x = x.contiguous()
+    knots, origins, table = _plan_tensors(plan, x.dtype)
+    n, width = x.shape
+    m, k, n_basis = knots.shape[1], plan.order, plan.n_basis
+    sig = torch.sigmoid(x) if with_base else None
+    out = torch.empty(n, n_basis + int(with_base), width, dtype=x.dtype)
+    fn = _lib.kansym_pw_fwd_f32 if x.dtype == torch.float32 else _lib.kansym_pw_fwd_f64
+    rows, size = (n_basis + int(with_base)) * width, x.element_size()
+    xp, sp, op = _ptr(x), _ptr(sig if with_base else x), _ptr(out)
+
+    def run(r0: int, r1: int) -> None:
+        off = r0 * width * size
+        fn(xp + off, sp + off, _ptr(knots), _ptr(origins), _ptr(table), r1 - r0, width, m, k, n_basis, int(with_base),
+           op + r0 * rows * size)
+
+    _by_rows(run, n, rows)
+    return out, sig
+
+
+def piecewise_input_grad(g_feats: torch.Tensor, x: torch.Tensor, sig: torch.Tensor | None, plan) -> torch.Tensor:
+    """As :func:`cubic_input_grad` for the features of :func:`piecewise_features`."""
+    x, g_feats = x.contiguous(), g_feats.contiguous()
+    knots, origins, table = _plan_tensors(plan, x.dtype)
+    n, width = x.shape
+    with_base = sig is not None
+    m, k, n_basis = knots.shape[1], plan.order, plan.n_basis
+    sig = sig.contiguous() if with_base else x
+    out = torch.empty(n, width, dtype=x.dtype)
+    fn = _lib.kansym_pw_bwd_f32 if x.dtype == torch.float32 else _lib.kansym_pw_bwd_f64
+    rows, size = (n_basis + int(with_base)) * width, x.element_size()
+    gp, xp, sp, op = _ptr(g_feats), _ptr(x), _ptr(sig), _ptr(out)
+
+    def run(r0: int, r1: int) -> None:
+        off = r0 * width * size
+        fn(gp + r0 * rows * size, xp + off, sp + off, _ptr(knots), _ptr(origins), _ptr(table), r1 - r0, width, m, k,
+           n_basis, int(with_base), op + off)
+
+    _by_rows(run, n, rows)
+    return out
