@@ -32,7 +32,8 @@ Parameter gradients are reset to ``None`` before each step.
 Peak memory: the input tensor of the step (``(batch, in)``, or the precomputed
 ``(batch, in (G + k + 1))`` of ``dense``) plus the peak of live bytes that torch
 allocates during one forward+backward, read from ``torch.profiler``'s memory events
-(every CPU allocation and free by torch's allocator, summed in time order). It does
+(every CPU allocation and free by torch's allocator, summed in time order), plus, for
+kansym's layer, the ``dL/dF`` scratch it keeps between steps (up to 16 MB). It does
 not depend on the allocator's caching or on RSS; parameters are excluded (they exist
 before the step), their gradients are included.
 
@@ -159,7 +160,8 @@ def peak_bytes(module: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> int:
     for e in sorted(events, key=lambda e: e.start_ns()):
         live += e.nbytes()
         peak = max(peak, live)
-    return peak + x.numel() * x.element_size()
+    held = fast.linear.workspace_bytes() if isinstance(module, KANLayer) else 0  # dL/dF scratch kept between steps
+    return peak + x.numel() * x.element_size() + held
 
 
 def run_case(batch: int, width: int, input_grad: bool, args) -> list[dict]:

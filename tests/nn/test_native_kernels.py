@@ -209,3 +209,23 @@ def test_row_blocks_on_several_threads_equal_one_thread():
     (f1, g1), (f3, g3) = results
     assert torch.equal(f1[:, 1:], f3[:, 1:]) and torch.equal(g1, g3)  # the C kernels: bit for bit
     torch.testing.assert_close(f1[:, 0], f3[:, 0], rtol=1e-6, atol=0)  # silu: torch's sigmoid, ulps by thread count
+
+
+def test_reused_backward_scratch_gives_the_same_gradients_and_stays_bounded():
+    from kansym.nn.fast import linear
+
+    gen = torch.Generator().manual_seed(9)
+    a, b = KANLayer(6, 5, 5, 3, generator=gen), KANLayer(5, 2, 5, 3, generator=gen)
+    x = torch.randn(300, 6, generator=gen, requires_grad=True)
+    grads = []
+    for _ in range(2):  # the second backward reuses the first one's dL/dF memory in both layers
+        x.grad = None
+        b(a(x)).square().sum().backward()
+        grads.append((x.grad.clone(), a.coef.grad.clone()))
+        a.zero_grad(), b.zero_grad()
+    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+    assert 0 < linear.workspace_bytes() <= linear.WORKSPACE_MAX_BYTES
+    big = KANLayer(64, 64, 5, 3)
+    xb = torch.randn(8192, 64, requires_grad=True)  # dL/dF: 8192 x 576 floats = 18.9 MB > 16 MB: not kept
+    big(xb).sum().backward()
+    assert linear.workspace_bytes() <= linear.WORKSPACE_MAX_BYTES
