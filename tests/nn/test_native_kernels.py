@@ -229,3 +229,17 @@ def test_reused_backward_scratch_gives_the_same_gradients_and_stays_bounded():
     xb = torch.randn(8192, 64, requires_grad=True)  # dL/dF: 8192 x 576 floats = 18.9 MB > 16 MB: not kept
     big(xb).sum().backward()
     assert linear.workspace_bytes() <= linear.WORKSPACE_MAX_BYTES
+
+
+@needs_cc
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_cache_folder_falls_back_to_the_temporary_folder(tmp_path):
+    cache = tmp_path / "ro"
+    cache.mkdir()
+    cache.chmod(0o500)
+    try:
+        done = _run(PROBE, {"XDG_CACHE_HOME": str(cache), "KANSYM_NATIVE": "1"})
+    finally:
+        cache.chmod(0o700)
+    assert done.stdout.split() == ["True", "True"], done.stderr
+    assert not list(cache.rglob("*.so"))

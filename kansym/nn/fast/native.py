@@ -273,26 +273,43 @@ _lib: ctypes.CDLL | None = None
 _state = {"tried": False, "enabled": os.environ.get("KANSYM_NATIVE", "1") != "0", "error": None}
 
 
-def _cache_dir() -> Path:
+def _cache_dirs() -> list[Path]:
+    """Where the built library may live: the user cache, then a per-user temporary folder."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "kansym"
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    return [Path(base) / "kansym", Path(tempfile.gettempdir()) / f"kansym-{uid}"]
+
+
+def _compile(lib_path: Path) -> None:
+    """Build the library at ``lib_path`` (atomically); raises OSError or subprocess errors."""
+    lib_path.parent.mkdir(parents=True, exist_ok=True)
+    cc = os.environ.get("CC", "cc")
+    with tempfile.TemporaryDirectory(dir=lib_path.parent) as tmp:
+        src, out = Path(tmp) / "kernels.c", Path(tmp) / "kernels.so"
+        src.write_text(_SOURCE)
+        flags = ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared"]
+        done = subprocess.run([cc, *flags, str(src), "-o", str(out), "-lm"], capture_output=True, timeout=120)
+        if done.returncode != 0:
+            lines = done.stderr.decode(errors="replace").strip().splitlines()
+            raise OSError(f"{cc} exited with {done.returncode}" + (f": {lines[-1]}" if lines else ""))
+        os.replace(out, lib_path)  # atomic: a concurrent process sees no file or the whole file
 
 
 def _build() -> ctypes.CDLL:
     """Compile (once per machine and source) and load the kernels; raises OSError/subprocess errors."""
     key = hashlib.sha256(f"{_SOURCE}{platform.machine()}{socket.gethostname()}".encode()).hexdigest()[:16]
-    lib_path = _cache_dir() / f"cubic_{key}.so"
-    if not lib_path.exists():
-        lib_path.parent.mkdir(parents=True, exist_ok=True)
-        cc = os.environ.get("CC", "cc")
-        with tempfile.TemporaryDirectory(dir=lib_path.parent) as tmp:
-            src, out = Path(tmp) / "cubic.c", Path(tmp) / "cubic.so"
-            src.write_text(_SOURCE)
-            base = [cc, "-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", str(src), "-o", str(out), "-lm"]
-            done = subprocess.run(base, capture_output=True, timeout=120)
-            if done.returncode != 0:
-                raise OSError(done.stderr.decode(errors="replace").strip().splitlines()[-1:] or "cc failed")
-            os.replace(out, lib_path)  # atomic: a concurrent process sees the old state or the whole file
+    error: OSError | None = None
+    for folder in _cache_dirs():
+        lib_path = folder / f"kernels_{key}.so"
+        if lib_path.exists():
+            break
+        try:
+            _compile(lib_path)
+            break
+        except PermissionError as exc:  # a read-only cache folder: try the next one
+            error = exc
+    else:
+        raise error if error is not None else OSError("no writable cache folder")
     lib = ctypes.CDLL(str(lib_path))
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     for suffix in ("f32", "f64"):
