@@ -1,26 +1,32 @@
-"""Native CPU kernels for cubic B-splines on uniform grids: the ``k + 1`` nonzero bases only.
+"""Native CPU kernels of the KAN layer: only the ``k + 1`` B-splines that can be nonzero.
 
-A cubic B-spline basis on a uniform grid has, for every input value, exactly four
-nonzero functions, fixed cubic polynomials of the position ``t`` of the input inside its
-knot interval ``m = floor(s)``, ``s = (x - t_0) / h`` (de Boor 1978, ch. IX; Unser 1999,
-IEEE Signal Processing Magazine 16(6), eq. 8):
+Every input value has at most ``k + 1`` nonzero B-splines of order ``k``. On a uniform
+cubic grid they are fixed polynomials of the position ``t`` of the input inside its knot
+interval ``m = floor(s)``, ``s = (x - t_0) / h`` (de Boor 1978, ch. IX; Unser 1999, IEEE
+Signal Processing Magazine 16(6), eq. 8)::
 
     6 B_{m-3} = (1 - t)^3,  6 B_{m-2} = 3t^3 - 6t^2 + 4,
     6 B_{m-1} = -3t^3 + 3t^2 + 3t + 1,  6 B_m = t^3.
 
-Tensor code has to evaluate a closed form for all ``K = G + 3`` functions of every input
-(about ``2K`` vector operations per input); these kernels compute the four polynomials
-once per input and store them (the forward, ``F`` with zeros elsewhere), or gather the
-four matching entries of ``dL/dF`` (the backward's input gradient, with the polynomials'
-derivatives), which makes both passes about as cheap as writing or reading ``F`` once.
+On other grids (after ``update_grid``), of any order up to 7, they are the per-interval
+polynomials of :func:`kansym.nn.fast.plan.make_plan`, evaluated by Horner's rule after a
+branch-free count of the knots below the input. Tensor code has to evaluate a closed
+form for all ``K = G + k`` functions of every input; these kernels compute the ``k + 1``
+polynomials once per input and write ``F`` (zeros elsewhere) or, in the backward, the
+derivatives times the matching entries of ``dL/dF``, so ``dF/dx`` is never stored. The
+weight assembly ``W = [w_b mask | c w_s mask scale]`` and the parameter gradients
+through it are one pass each.
 
 The C source below is compiled on first use with the system C compiler (``cc``, or
-``$CC``) into ``$XDG_CACHE_HOME/kansym`` (default ``~/.cache/kansym``), written
-atomically and reused by later processes; it is loaded with :mod:`ctypes` and called on
-the tensors' memory (contiguous CPU float32/float64 tensors only). Without a compiler,
-or with ``KANSYM_NATIVE=0`` in the environment, :func:`available` is False and the
-tensor kernels of :mod:`kansym.nn.fast.kernels` are used: same values to rounding
-(tested against the reference Cox–de Boor recursion either way).
+``$CC``; ``-O3 -march=native -fno-math-errno -fno-trapping-math``, no fast-math, so NaN
+inputs give NaN) into ``$XDG_CACHE_HOME/kansym`` (default ``~/.cache/kansym``; a per-user
+temporary folder when that is read-only), written atomically and reused by later
+processes; it is loaded with :mod:`ctypes` and called on the tensors' memory (contiguous
+CPU float32/float64 tensors; row blocks on ``torch.get_num_threads()`` threads, since
+ctypes releases the GIL). Without a compiler, or with ``KANSYM_NATIVE=0`` in the
+environment, :func:`available` is False and the tensor kernels of
+:mod:`kansym.nn.fast.kernels` are used: same values to rounding (both tested against the
+reference Cox–de Boor recursion, ``tests/nn/test_native_kernels.py``).
 """
 
 from __future__ import annotations
