@@ -243,3 +243,26 @@ def test_a_read_only_cache_folder_falls_back_to_the_temporary_folder(tmp_path):
         cache.chmod(0o700)
     assert done.stdout.split() == ["True", "True"], done.stderr
     assert not list(cache.rglob("*.so"))
+
+
+@pytest.mark.parametrize("updated", [False, True], ids=["uniform", "updated-grid"])
+def test_forward_l1_equals_edge_outputs_with_and_without_native_kernels(kernels, updated):
+    gen = torch.Generator().manual_seed(12)
+    layer = _layer(3, 4, 5, gen, torch.float64)
+    with torch.no_grad():
+        layer.mask[1, 2] = 0.0  # a pruned edge: zero value, zero L1, zero gradient
+    if updated:
+        layer.update_grid(torch.randn(300, 3, generator=gen, dtype=torch.float64) ** 3)
+    x = (torch.randn(90, 3, generator=gen, dtype=torch.float64) * 2).requires_grad_(True)
+    w_out = torch.randn(90, 4, generator=gen, dtype=torch.float64)
+    w_l1 = torch.randn(4, 3, generator=gen, dtype=torch.float64)
+    params = [x, layer.coef, layer.scale_base, layer.scale_sp]
+    out, l1 = layer.forward_l1(x)
+    edges = layer.edge_outputs(x)  # (N, out, in), autograd through the reference-style path
+    torch.testing.assert_close(out, edges.sum(-1), atol=1e-11, rtol=0)
+    torch.testing.assert_close(l1, edges.abs().mean(0), atol=1e-12, rtol=0)
+    assert l1[1, 2] == 0
+    got = torch.autograd.grad((out * w_out).sum() + (l1 * w_l1).sum(), params)
+    ref = torch.autograd.grad((edges.sum(-1) * w_out).sum() + (edges.abs().mean(0) * w_l1).sum(), params)
+    for name, g, r in zip(["x", "coef", "scale_base", "scale_sp"], got, ref):
+        torch.testing.assert_close(g, r, atol=1e-10, rtol=1e-10, msg=f"grad of {name}")

@@ -231,10 +231,16 @@ class _KANLinearL1(torch.autograd.Function):
         weight, live = _weight(coef, scale_base, scale_sp, mask, plan, with_base)  # (out, R, in)
         recompute = ctx.needs_input_grad[0] and recomputes_derivative(plan, xc)
         feats, deriv = _features(x, xc, plan, cache, with_base, ctx.needs_input_grad[0] and not recompute, recompute)
-        w_p = weight.to(feats.dtype).permute(2, 1, 0)  # (in, R, out)
-        edges = torch.bmm(feats.permute(2, 0, 1), w_p)  # (in, N, out)
-        out = edges.sum(dim=0)  # (N, out)
-        l1 = edges.abs().mean(dim=1).T  # (out, in)
+        weight = weight.to(feats.dtype)
+        ctx.native = native.l1_usable(feats, weight)
+        if ctx.native:  # small layer: one native pass instead of a batched matmul and its copies
+            edges, out, l1 = native.l1_edges(feats, weight)
+            w_p = weight  # (out, R, in)
+        else:
+            w_p = weight.permute(2, 1, 0)  # (in, R, out)
+            edges = torch.bmm(feats.permute(2, 0, 1), w_p)  # (in, N, out)
+            out = edges.sum(dim=0)  # (N, out)
+            l1 = edges.abs().mean(dim=1).T  # (out, in)
         ctx.with_base, ctx.x_dtype, ctx.scale = with_base, x.dtype, plan.scale
         ctx.plan = plan if recompute else None
         ctx.save_for_backward(feats, w_p, deriv, xc if recompute else None, edges, coef, scale_sp, mask, live)
@@ -243,6 +249,13 @@ class _KANLinearL1(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g_out, g_l1):  # (N, out), (out, in)
         feats, w_p, deriv, x_saved, edges, coef, scale_sp, mask, live = ctx.saved_tensors
+        if ctx.native:
+            g_feats, g_w = native.l1_edges_backward(feats, w_p, edges, g_out, g_l1, ctx.needs_input_grad[0])
+            g_x = _grad_input(ctx, g_feats, deriv, x_saved).to(ctx.x_dtype) if ctx.needs_input_grad[0] else None
+            g_coef = g_base = g_sp = None
+            if any(ctx.needs_input_grad[1:4]):
+                g_coef, g_base, g_sp = _param_grads(ctx, g_w, coef, scale_sp, mask, live, ctx.needs_input_grad[1:4])
+            return g_x, g_coef, g_base, g_sp, None, None, None, None
         width, n = edges.shape[0], edges.shape[1]
         g_edges = g_out.to(edges.dtype).unsqueeze(0).expand(width, n, -1)  # (in, N, out)
         if g_l1 is not None:

@@ -224,6 +224,68 @@ void kansym_pw_bwd_SUF(const T *g, const T *x, const T *sig, const T *knots, con
     }
 }
 
+/* Edges of a small layer for the sample-based L1 (KAN paper eq. 2.17): E (in, n, out) =
+   sum_r F (n, R, in) W (out, R, in) per input feature, y (n, out) = sum_j E, l1 (out, in)
+   = mean_n |E|. work: R * out scratch. */
+void kansym_l1_fwd_SUF(const T *restrict F, const T *restrict W, int64_t n, int64_t R, int64_t in,
+                       int64_t out, T *restrict E, T *restrict y, T *restrict l1, T *restrict work) {
+    for (int64_t e = 0; e < n * out; ++e) y[e] = 0;
+    for (int64_t j = 0; j < in; ++j) {
+        T *restrict wj = work; /* wj[r][o] = W[o][r][j] */
+        for (int64_t o = 0; o < out; ++o)
+            for (int64_t r = 0; r < R; ++r) wj[r * out + o] = W[(o * R + r) * in + j];
+        for (int64_t o = 0; o < out; ++o) l1[o * in + j] = 0;
+        for (int64_t s = 0; s < n; ++s) {
+            T *restrict ej = E + (j * n + s) * out, *restrict ys = y + s * out;
+            for (int64_t o = 0; o < out; ++o) ej[o] = 0;
+            for (int64_t r = 0; r < R; ++r) {
+                T f = F[(s * R + r) * in + j];
+                const T *restrict w = wj + r * out;
+                for (int64_t o = 0; o < out; ++o) ej[o] += f * w[o];
+            }
+            for (int64_t o = 0; o < out; ++o) {
+                ys[o] += ej[o];
+                l1[o * in + j] += ej[o] < 0 ? -ej[o] : ej[o];
+            }
+        }
+        for (int64_t o = 0; o < out; ++o) l1[o * in + j] /= (T)n;
+    }
+}
+
+/* Its backward: g_E = g_y + sign(E) g_l1 / n; gF (n, R, in) = g_E W (when gF is given),
+   gW (out, R, in) = F^T g_E. work: 2 R * out + out scratch. */
+void kansym_l1_bwd_SUF(const T *restrict F, const T *restrict W, const T *restrict E,
+                       const T *restrict g_y, const T *restrict g_l1, int64_t n, int64_t R,
+                       int64_t in, int64_t out, T *restrict gF, T *restrict gW, T *restrict work) {
+    T *restrict wj = work, *restrict gwj = work + R * out, *restrict ge = work + 2 * R * out;
+    for (int64_t j = 0; j < in; ++j) {
+        for (int64_t o = 0; o < out; ++o)
+            for (int64_t r = 0; r < R; ++r) {
+                wj[r * out + o] = W[(o * R + r) * in + j];
+                gwj[r * out + o] = 0;
+            }
+        for (int64_t s = 0; s < n; ++s) {
+            const T *restrict ej = E + (j * n + s) * out, *restrict gys = g_y + s * out;
+            for (int64_t o = 0; o < out; ++o) {
+                T sg = (ej[o] > 0) - (ej[o] < 0);
+                ge[o] = gys[o] + (g_l1 ? sg * g_l1[o * in + j] / (T)n : 0);
+            }
+            for (int64_t r = 0; r < R; ++r) {
+                const T *restrict w = wj + r * out;
+                T *restrict gw = gwj + r * out;
+                T f = F[(s * R + r) * in + j], acc = 0;
+                for (int64_t o = 0; o < out; ++o) {
+                    acc += ge[o] * w[o];
+                    gw[o] += f * ge[o];
+                }
+                if (gF) gF[(s * R + r) * in + j] = acc;
+            }
+        }
+        for (int64_t o = 0; o < out; ++o)
+            for (int64_t r = 0; r < R; ++r) gW[(o * R + r) * in + j] = gwj[r * out + o];
+    }
+}
+
 /* W (out, K + wb, in): row 0 w_b mask (with wb), rows wb + k c[:, :, k] live, where
    live = w_s mask scale (out, in) is also returned: the weight of the layer's one matmul. */
 void kansym_weight_SUF(const T *restrict coef, const T *restrict sb, const T *restrict ss,
@@ -323,6 +385,8 @@ def _build() -> ctypes.CDLL:
         getattr(lib, f"kansym_cubic_bwd_{suffix}").argtypes = [ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, ptr]
         getattr(lib, f"kansym_pw_fwd_{suffix}").argtypes = [ptr] * 5 + [i64] * 6 + [ptr]
         getattr(lib, f"kansym_pw_bwd_{suffix}").argtypes = [ptr] * 6 + [i64] * 6 + [ptr]
+        getattr(lib, f"kansym_l1_fwd_{suffix}").argtypes = [ptr, ptr] + [i64] * 4 + [ptr] * 4
+        getattr(lib, f"kansym_l1_bwd_{suffix}").argtypes = [ptr] * 5 + [i64] * 4 + [ptr] * 3
         getattr(lib, f"kansym_weight_{suffix}").argtypes = [ptr] * 4 + [i64] * 4 + [ctypes.c_double, ptr, ptr]
         getattr(lib, f"kansym_param_grads_{suffix}").argtypes = [ptr] * 4 + [i64] * 4 + [ctypes.c_double] + [ptr] * 3
     return lib
@@ -589,3 +653,53 @@ def piecewise_input_grad(g_feats: torch.Tensor, x: torch.Tensor, sig: torch.Tens
 
     _by_rows(run, n, rows)
     return out
+
+
+L1_MAX_EDGES = 4096  # in * out of the layers whose edge values the native kernels compute
+
+
+def l1_usable(feats: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether :func:`l1_edges` applies: small layers (``in * out <= L1_MAX_EDGES``), one CPU float dtype."""
+    return (
+        weight.shape[0] * weight.shape[2] <= L1_MAX_EDGES
+        and feats.dtype == weight.dtype
+        and params_usable(feats, weight)
+    )
+
+
+def l1_edges(feats: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Edge values ``E (in, N, out)``, node outputs ``(N, out)`` and ``mean_N |E|`` as ``(out, in)``.
+
+    Parameters
+    ----------
+    feats : Tensor (N, R, in)
+    weight : Tensor (out, R, in)
+        Contiguous, same float dtype, CPU (:func:`l1_usable`).
+    """
+    n, n_rows, width = feats.shape
+    n_out = weight.shape[0]
+    edges = torch.empty(width, n, n_out, dtype=feats.dtype)
+    out = torch.empty(n, n_out, dtype=feats.dtype)
+    l1 = torch.empty(n_out, width, dtype=feats.dtype)
+    work = torch.empty(n_rows * n_out, dtype=feats.dtype)
+    fn = _lib.kansym_l1_fwd_f32 if feats.dtype == torch.float32 else _lib.kansym_l1_fwd_f64
+    fn(_ptr(feats), _ptr(weight), n, n_rows, width, n_out, _ptr(edges), _ptr(out), _ptr(l1), _ptr(work))
+    return edges, out, l1
+
+
+def l1_edges_backward(
+    feats: torch.Tensor, weight: torch.Tensor, edges: torch.Tensor, g_out: torch.Tensor, g_l1: torch.Tensor | None,
+    need_feats: bool,
+) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """``dL/dF (N, R, in)`` (or None) and ``dL/dW (out, R, in)`` through :func:`l1_edges`."""
+    n, n_rows, width = feats.shape
+    n_out = weight.shape[0]
+    g_out = g_out.to(feats.dtype).contiguous()
+    g_l1 = g_l1.to(feats.dtype).contiguous() if g_l1 is not None else None
+    g_feats = torch.empty_like(feats) if need_feats else None
+    g_w = torch.empty_like(weight)
+    work = torch.empty(2 * n_rows * n_out + n_out, dtype=feats.dtype)
+    fn = _lib.kansym_l1_bwd_f32 if feats.dtype == torch.float32 else _lib.kansym_l1_bwd_f64
+    fn(_ptr(feats), _ptr(weight), _ptr(edges), _ptr(g_out), _ptr(g_l1) if g_l1 is not None else None, n, n_rows,
+       width, n_out, _ptr(g_feats) if need_feats else None, _ptr(g_w), _ptr(work))
+    return g_feats, g_w
