@@ -123,7 +123,7 @@ def train_command(ctx, text, out_dir, resume, force, quiet, no_amp, compile_, **
 
 @gpt_group.command("sample")
 @click.argument("checkpoint", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--prompt", default="\n", show_default=False, help="Text to continue [default: a newline].")
+@click.option("--prompt", default="", show_default=False, help="Text to continue [default: a newline, or the vocabulary's first character when the training text had no newline].")
 @click.option("--tokens", default=200, show_default=True, help="Characters to generate.")
 @click.option("--temperature", default=1.0, show_default=True, help="Softmax temperature (0: greedy).")
 @click.option("--top-k", default=None, type=int, help="Sample among the K most likely characters only.")

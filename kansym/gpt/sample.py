@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from kansym.errors import ConfigError
+from kansym.errors import ConfigError, DataError
 from kansym.gpt.data import CharVocab
 from kansym.gpt.model import KANGPT
 
@@ -105,6 +105,12 @@ def sample_text(
     """
     _check(tokens, temperature, top_k)
     if prompt:
+        unknown = sorted({c for c in prompt if c not in vocab.chars})
+        if unknown:
+            raise DataError(
+                f"the prompt has {', '.join(map(repr, unknown))}, not in the model's vocabulary "
+                "(the characters of its training text)"
+            )
         ids = vocab.encode(prompt)
     else:
         ids = vocab.encode("\n") if "\n" in vocab.chars else [0]

@@ -70,6 +70,12 @@ class KANLayer(nn.Module):
     the input and the basis. The ``(batch, out, in)`` edge tensor is built only by
     :meth:`edge_outputs` and :meth:`forward_l1` (the training penalty). Which path applies is decided once per change of ``grid``
     (one host sync), so grids assigned or edited in place are picked up.
+
+    The backward is written by hand (first derivatives only): asking for a gradient
+    with ``create_graph=True`` (for a second derivative, as in physics-informed losses)
+    raises a ``RuntimeError`` saying so, instead of returning a gradient without a
+    graph; the reference basis
+    :func:`kansym.nn.spline.bspline_basis` is plain torch and differentiable to any order.
     """
 
     def __init__(

@@ -49,3 +49,27 @@ def test_bad_options(model):
         sample_text(model, VOCAB, "a", 5, top_k=0)
     with pytest.raises(DataError, match="'Z'"):
         sample_text(model, VOCAB, "Z", 5)
+
+
+def test_prompt_outside_the_vocabulary_names_the_characters_and_the_prompt(model):
+    with pytest.raises(DataError, match=r"the prompt has 'Y', 'Z', not in the model's vocabulary"):
+        sample_text(model, VOCAB, "aZbY", 5)
+
+
+def test_cli_default_prompt_works_for_a_text_without_newline(tmp_path):
+    from click.testing import CliRunner
+
+    from kansym.cli.main import cli
+
+    text = tmp_path / "t.txt"
+    text.write_text("abcab cabba " * 300, encoding="utf-8")  # no newline anywhere
+    runner = CliRunner()
+    done = runner.invoke(cli, ["gpt", "train", "--text", str(text), "-o", str(tmp_path / "run"), "--max-iters", "2",
+                               "--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "8",
+                               "--eval-interval", "1", "--eval-iters", "1", "--quiet"])
+    assert done.exit_code == 0, done.output
+    sampled = runner.invoke(cli, ["gpt", "sample", str(tmp_path / "run" / "best.pt"), "--tokens", "10"])
+    assert sampled.exit_code == 0, sampled.output
+    assert len(sampled.output.strip()) >= 10 and set(sampled.output.strip()) <= set("abc ")
+    bad = runner.invoke(cli, ["gpt", "sample", str(tmp_path / "run" / "best.pt"), "--prompt", "xyz"])
+    assert bad.exit_code == 2 and "the prompt has 'x', 'y', 'z'" in bad.output

@@ -266,3 +266,29 @@ def test_forward_l1_equals_edge_outputs_with_and_without_native_kernels(kernels,
     ref = torch.autograd.grad((edges.sum(-1) * w_out).sum() + (edges.abs().mean(0) * w_l1).sum(), params)
     for name, g, r in zip(["x", "coef", "scale_base", "scale_sp"], got, ref):
         torch.testing.assert_close(g, r, atol=1e-10, rtol=1e-10, msg=f"grad of {name}")
+
+
+def test_second_derivatives_are_refused_not_silently_zero(kernels):
+    layer = KANLayer(3, 2, 5, 3).double()
+    x = torch.randn(7, 3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="first derivatives only"):
+        torch.autograd.grad(layer(x).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="first derivatives only"):
+        torch.autograd.grad(layer.forward_l1(x)[1].sum(), x, create_graph=True)
+    (g,) = torch.autograd.grad(layer(x).sum(), x)  # first derivatives as usual
+    assert g.shape == x.shape
+
+
+@needs_cc
+def test_an_unusable_cache_folder_falls_back_and_old_builds_are_removed(tmp_path):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    (tmpdir / f"kansym-{os.getuid()}").mkdir()
+    stale = tmpdir / f"kansym-{os.getuid()}" / "kernels_0000000000000000.so"
+    stale.write_bytes(b"old build")
+    done = _run(PROBE, {"XDG_CACHE_HOME": str(not_a_folder), "TMPDIR": str(tmpdir), "KANSYM_NATIVE": "1"})
+    assert done.stdout.split() == ["True", "True"], done.stderr
+    built = list((tmpdir / f"kansym-{os.getuid()}").glob("*.so"))
+    assert len(built) == 1 and built[0] != stale and not stale.exists()

@@ -5,6 +5,7 @@ See :mod:`kansym.nn.fast` for the algorithms and their sources.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 
@@ -15,6 +16,21 @@ from kansym.nn.fast.kernels import contract, features, input_grad, recomputes_de
 from kansym.nn.fast.plan import SplinePlan
 
 __all__ = ["FeatureCache", "kan_linear", "kan_linear_l1", "spline_basis"]
+
+def _first_order_only(backward):
+    """Refuse ``create_graph`` through a hand-written backward, with a message (else torch returns a gradient with no graph)."""
+
+    @functools.wraps(backward)
+    def wrapper(ctx, *grads):
+        if torch.is_grad_enabled():  # the engine runs backward with grad mode on only for create_graph=True
+            raise RuntimeError(
+                "kansym's KAN layer has first derivatives only (hand-written backward): second derivatives "
+                "(create_graph=True) are not supported; kansym.nn.spline.bspline_basis is differentiable to any order"
+            )
+        return backward(ctx, *grads)
+
+    return wrapper
+
 
 class FeatureCache:
     """The features of a layer's recent inputs, reused while an input and the grid stay the same.
@@ -91,6 +107,7 @@ class _Basis(torch.autograd.Function):
         return feats
 
     @staticmethod
+    @_first_order_only
     def backward(ctx, grad):  # grad: (N, K, in)
         (deriv,) = ctx.saved_tensors
         return (grad.to(deriv.dtype) * deriv).sum(dim=1), None
@@ -123,6 +140,7 @@ class _KANLinear(torch.autograd.Function):
         return out
 
     @staticmethod
+    @_first_order_only
     def backward(ctx, grad):  # grad: (N, out)
         flat, weight, deriv, x_saved, coef, scale_sp, mask, live = ctx.saved_tensors
         grad = grad.to(flat.dtype)
@@ -247,6 +265,7 @@ class _KANLinearL1(torch.autograd.Function):
         return out, l1
 
     @staticmethod
+    @_first_order_only
     def backward(ctx, g_out, g_l1):  # (N, out), (out, in)
         feats, w_p, deriv, x_saved, edges, coef, scale_sp, mask, live = ctx.saved_tensors
         if ctx.native:

@@ -348,23 +348,41 @@ def _cache_dirs() -> list[Path]:
     return [Path(base) / "kansym", Path(tempfile.gettempdir()) / f"kansym-{uid}"]
 
 
+class CompileError(OSError):
+    """The C compiler ran and failed (as opposed to an unusable cache folder)."""
+
+
 def _compile(lib_path: Path) -> None:
-    """Build the library at ``lib_path`` (atomically); raises OSError or subprocess errors."""
+    """Build the library at ``lib_path`` (atomically) and remove older builds there.
+
+    Raises
+    ------
+    CompileError
+        The compiler failed.
+    OSError
+        The folder cannot be created or written.
+    """
     lib_path.parent.mkdir(parents=True, exist_ok=True)
     cc = os.environ.get("CC", "cc")
     with tempfile.TemporaryDirectory(dir=lib_path.parent) as tmp:
         src, out = Path(tmp) / "kernels.c", Path(tmp) / "kernels.so"
         src.write_text(_SOURCE)
         flags = ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared"]
-        done = subprocess.run([cc, *flags, str(src), "-o", str(out), "-lm"], capture_output=True, timeout=120)
+        try:
+            done = subprocess.run([cc, *flags, str(src), "-o", str(out), "-lm"], capture_output=True, timeout=120)
+        except (OSError, subprocess.SubprocessError) as exc:  # no such compiler, or it hung
+            raise CompileError(f"{cc}: {exc}") from None
         if done.returncode != 0:
             lines = done.stderr.decode(errors="replace").strip().splitlines()
-            raise OSError(f"{cc} exited with {done.returncode}" + (f": {lines[-1]}" if lines else ""))
+            raise CompileError(f"{cc} exited with {done.returncode}" + (f": {lines[-1]}" if lines else ""))
         os.replace(out, lib_path)  # atomic: a concurrent process sees no file or the whole file
+    for old in lib_path.parent.glob("*.so"):  # builds of other kansym versions (a loaded one stays mapped)
+        if old != lib_path and (old.name.startswith("kernels_") or old.name.startswith("cubic_")):
+            old.unlink(missing_ok=True)
 
 
 def _build() -> ctypes.CDLL:
-    """Compile (once per machine and source) and load the kernels; raises OSError/subprocess errors."""
+    """Compile (once per machine and source) and load the kernels; raises OSError."""
     key = hashlib.sha256(f"{_SOURCE}{platform.machine()}{socket.gethostname()}".encode()).hexdigest()[:16]
     error: OSError | None = None
     for folder in _cache_dirs():
@@ -374,7 +392,9 @@ def _build() -> ctypes.CDLL:
         try:
             _compile(lib_path)
             break
-        except PermissionError as exc:  # a read-only cache folder: try the next one
+        except CompileError:
+            raise
+        except OSError as exc:  # the folder is unusable (read-only, a file, ...): try the next one
             error = exc
     else:
         raise error if error is not None else OSError("no writable cache folder")
@@ -406,7 +426,7 @@ def available() -> bool:
             if not _state["tried"]:
                 try:
                     _lib = _build()
-                except (OSError, subprocess.SubprocessError) as exc:
+                except OSError as exc:
                     _state["error"] = f"{type(exc).__name__}: {exc}"
                     print(f"kansym: native spline kernels unavailable ({_state['error']}); using torch kernels",
                           file=sys.stderr)
