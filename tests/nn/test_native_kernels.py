@@ -292,3 +292,38 @@ def test_an_unusable_cache_folder_falls_back_and_old_builds_are_removed(tmp_path
     assert done.stdout.split() == ["True", "True"], done.stderr
     built = list((tmpdir / f"kansym-{os.getuid()}").glob("*.so"))
     assert len(built) == 1 and built[0] != stale and not stale.exists()
+
+
+@needs_cc
+@pytest.mark.parametrize("updated", [False, True], ids=["uniform", "updated-grid"])
+@pytest.mark.parametrize("base_fun", ["silu", "zero"])
+def test_blocked_path_equals_the_one_block_path(updated, base_fun):
+    from kansym.nn.fast import linear
+
+    if not native.available():
+        pytest.skip("native kernels unavailable")
+    gen = torch.Generator().manual_seed(21)
+    layer = KANLayer(24, 7, 5, 3, base_fun=base_fun, generator=gen).double()
+    with torch.no_grad():
+        layer.mask[2, 3] = 0.0
+    if updated:
+        layer.update_grid(torch.randn(500, 24, generator=gen, dtype=torch.float64) ** 3)
+    x = torch.randn(6000, 24, generator=gen, dtype=torch.float64) * 1.5  # F: 6000 x 9 x 24 doubles = 10 MB: 3 blocks
+    plan = layer.plan()
+    assert linear._blocked_applies(x, plan, None, layer.coef, layer.scale_base, layer.scale_sp, layer.mask)
+    weight = torch.randn(6000, 7, generator=gen, dtype=torch.float64)
+    params = [layer.coef, layer.scale_base, layer.scale_sp]
+    results = []
+    for blocked in (True, False):
+        xs = x.clone().requires_grad_(True)
+        apply = linear._KANLinearBlocked.apply if blocked else (lambda *a: linear._KANLinear.apply(*a, None))
+        out = apply(xs, *params, layer.mask, plan, base_fun == "silu")
+        results.append((out.detach(), torch.autograd.grad((out * weight).sum(), [xs, *params], allow_unused=True)))
+    (out_b, g_b), (out_1, g_1) = results
+    torch.testing.assert_close(out_b, out_1, atol=1e-12, rtol=1e-12)
+    for name, a, b in zip(["x", "coef", "scale_base", "scale_sp"], g_b, g_1):
+        if a is None or b is None:
+            assert a is None and b is None or base_fun == "zero", name
+            continue
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10, msg=name)
+    assert layer(x).shape == (6000, 7)  # the layer takes the blocked path at this size

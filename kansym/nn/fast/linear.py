@@ -326,6 +326,94 @@ def kan_linear_l1(
     return _KANLinearL1.apply(x, coef, scale_base, scale_sp, mask, plan, with_base, cache)
 
 
+_BLOCK_ELEMS = 1 << 18  # features per row block of the blocked path (1 MB in float32)
+_BLOCKED_MIN_BYTES = 8 << 20  # F above this goes through memory anyway: blocks pay; below, one block is as fast
+
+
+def _block_kernels(plan: SplinePlan, x: torch.Tensor, with_base: bool):
+    """``(features(x_b) -> (F_b, sig_b), input_grad(g_b, x_b, sig_b) -> dL/dx_b)``: the native kernels of ``plan``, bound once."""
+    if plan.uniform:
+        t0, inv_h, n_basis = plan.t0.to(x.dtype).contiguous(), plan.inv_h.to(x.dtype).contiguous(), plan.n_basis
+        return (
+            lambda xb: native.cubic_features(xb, t0, inv_h, n_basis, with_base),
+            lambda gb, xb, sb: native.cubic_input_grad(gb, xb, sb, t0, inv_h),
+        )
+    return (
+        lambda xb: native.piecewise_features(xb, plan, with_base),
+        lambda gb, xb, sb: native.piecewise_input_grad(gb, xb, sb, plan),
+    )
+
+
+def _blocked_applies(x: torch.Tensor, plan: SplinePlan, cache, coef, scale_base, scale_sp, mask) -> bool:
+    """The blocked native path: CPU native kernels, no feature cache, no autocast, ``F`` over 8 MB."""
+    return (
+        cache is None
+        and x.dim() == 2
+        and x.shape[0] * (plan.n_basis + 1) * x.shape[1] * x.element_size() > _BLOCKED_MIN_BYTES
+        and not torch.is_autocast_enabled("cpu")
+        and x.dtype == coef.dtype
+        and recomputes_derivative(plan, x)
+        and native.usable(x)
+        and native.params_usable(coef, scale_base, scale_sp, mask)
+    )
+
+
+class _KANLinearBlocked(torch.autograd.Function):
+    """:class:`_KANLinear` in row blocks whose features stay in cache, recomputed in the backward.
+
+    Per block of ``b`` rows (``b (K + 1) in`` about ``_BLOCK_ELEMS``): the native kernel
+    writes ``F_b``, one matmul gives ``out_b = F_b W^T``. Nothing of size ``F`` is kept:
+    the backward recomputes ``F_b`` (cheap next to the matmuls) for ``dL/dW += g_b^T F_b``
+    and ``dL/dF_b = g_b W``, whose input gradient the native kernel takes at once. Each
+    block's ``F_b`` is written and read while in cache instead of round trips of the whole
+    ``(N, (K + 1) in)`` matrix through memory; saved are ``x`` and ``sigmoid(x)`` only.
+    """
+
+    @staticmethod
+    def forward(ctx, x, coef, scale_base, scale_sp, mask, plan, with_base):
+        x = x.detach().contiguous()
+        weight, live = _weight(coef, scale_base, scale_sp, mask, plan, with_base)
+        weight = weight.view(coef.shape[0], -1)  # (out, R in)
+        n, rows = x.shape[0], max(1, _BLOCK_ELEMS // weight.shape[1])
+        out = torch.empty(n, coef.shape[0], dtype=x.dtype)
+        sig = torch.empty_like(x) if with_base else None
+        feats_of, _ = _block_kernels(plan, x, with_base)
+        w_t = weight.T
+        for r0 in range(0, n, rows):
+            feats, s_b = feats_of(x[r0 : r0 + rows])
+            if with_base:
+                sig[r0 : r0 + rows] = s_b
+            torch.mm(feats.view(feats.shape[0], -1), w_t, out=out[r0 : r0 + rows])
+        ctx.plan, ctx.with_base, ctx.scale, ctx.rows = plan, with_base, plan.scale, rows
+        ctx.save_for_backward(x, sig, weight, coef, mask, live)
+        return out
+
+    @staticmethod
+    @_first_order_only
+    def backward(ctx, grad):  # (N, out)
+        x, sig, weight, coef, mask, live = ctx.saved_tensors
+        grad = grad.to(x.dtype).contiguous()
+        need_x, need_w = ctx.needs_input_grad[0], any(ctx.needs_input_grad[1:4])
+        g_x = torch.empty_like(x) if need_x else None
+        g_w = torch.zeros_like(weight) if need_w else None
+        n, width = x.shape
+        feats_of, input_grad_of = _block_kernels(ctx.plan, x, ctx.with_base)
+        for r0 in range(0, n, ctx.rows):
+            xb, gb = x[r0 : r0 + ctx.rows], grad[r0 : r0 + ctx.rows]
+            if need_w:
+                feats = feats_of(xb)[0]
+                g_w.addmm_(gb.T, feats.view(feats.shape[0], -1))
+            if need_x:
+                g_feats = torch.mm(gb, weight, out=_workspace(gb.shape[0], weight.shape[1], gb))
+                sb = sig[r0 : r0 + ctx.rows] if ctx.with_base else None
+                g_x[r0 : r0 + ctx.rows] = input_grad_of(g_feats.view(gb.shape[0], -1, width), xb, sb)
+        g_coef = g_base = g_sp = None
+        if need_w:
+            g_coef, g_base, g_sp = _param_grads(ctx, g_w.view(coef.shape[0], -1, width), coef, None, mask, live,
+                                                ctx.needs_input_grad[1:4])
+        return g_x, g_coef, g_base, g_sp, None, None, None
+
+
 def kan_linear(
     x: torch.Tensor,
     coef: torch.Tensor,
@@ -357,6 +445,8 @@ def kan_linear(
         ``sum_i mask (w_b silu(x_i) + w_s sum_m c_m B_m(x_i))`` (KAN paper eq. 2.10);
         differentiable in ``x``, ``coef``, ``scale_base`` and ``scale_sp``.
     """
+    if _blocked_applies(x, plan, cache, coef, scale_base, scale_sp, mask):
+        return _KANLinearBlocked.apply(x, coef, scale_base, scale_sp, mask, plan, with_base)
     return _KANLinear.apply(x, coef, scale_base, scale_sp, mask, plan, with_base, cache)
 
 
