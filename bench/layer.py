@@ -160,7 +160,10 @@ def peak_bytes(module: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> int:
     for e in sorted(events, key=lambda e: e.start_ns()):
         live += e.nbytes()
         peak = max(peak, live)
-    held = fast.linear.workspace_bytes() if isinstance(module, KANLayer) else 0  # dL/dF scratch kept between steps
+    held = 0
+    if isinstance(module, KANLayer) and x.requires_grad:  # the dL/dF scratch this layer keeps between steps
+        need = x.shape[0] * (module.grid_size + module.spline_order + 1) * x.shape[1] * x.element_size()
+        held = need if need <= fast.linear.WORKSPACE_MAX_BYTES else 0
     return peak + x.numel() * x.element_size() + held
 
 

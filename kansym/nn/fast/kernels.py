@@ -309,7 +309,6 @@ def features(
     """
     n, width = x.shape
     k_basis, off = plan.n_basis, int(with_base)
-    dfac = plan.dfac.to(x.dtype) if plan.dfac is not None else None
     kind = None if with_deriv else _native_kind(plan, x)
     if kind is not None:
         if kind == "cubic":
@@ -317,6 +316,7 @@ def features(
         else:
             feats, sig = native.piecewise_features(x, plan, with_base)
         return feats, (sig if aux else None)
+    dfac = plan.dfac.to(x.dtype) if plan.dfac is not None else None
     if _compiled and plan.uniform and plan.order == 3:
         t0, inv_h = plan.t0.to(x.dtype), plan.inv_h.to(x.dtype)
         done = _run_compiled("cubic", x, t0, inv_h, dfac, plan.centers.to(x.dtype), with_base, with_deriv)

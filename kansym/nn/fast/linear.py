@@ -12,6 +12,7 @@ import weakref
 import torch
 
 from kansym.nn.fast import native
+from kansym.nn.fast.native import _as
 from kansym.nn.fast.kernels import contract, features, input_grad, recomputes_derivative
 from kansym.nn.fast.plan import SplinePlan
 
@@ -133,7 +134,7 @@ class _KANLinear(torch.autograd.Function):
         recompute = ctx.needs_input_grad[0] and recomputes_derivative(plan, xc)
         feats, deriv = _features(x, xc, plan, cache, with_base, ctx.needs_input_grad[0] and not recompute, recompute)
         flat = feats.view(xc.shape[0], -1)  # (N, (K + with_base) in)
-        out = flat @ weight.to(flat.dtype).T  # (N, out); autocast may run it in bf16/fp16
+        out = flat @ _as(weight, flat.dtype).T  # (N, out); autocast may run it in bf16/fp16
         ctx.with_base, ctx.x_dtype, ctx.scale = with_base, x.dtype, plan.scale
         ctx.plan = plan if recompute else None
         ctx.save_for_backward(flat, weight, deriv, xc if recompute else None, coef, scale_sp, mask, live)
@@ -143,15 +144,15 @@ class _KANLinear(torch.autograd.Function):
     @_first_order_only
     def backward(ctx, grad):  # grad: (N, out)
         flat, weight, deriv, x_saved, coef, scale_sp, mask, live = ctx.saved_tensors
-        grad = grad.to(flat.dtype)
+        grad = _as(grad, flat.dtype)
         n_out, width, _ = coef.shape
         g_x = g_coef = g_base = g_sp = None
         if ctx.needs_input_grad[0]:
-            w = weight.to(grad.dtype)
+            w = _as(weight, grad.dtype)
             g_feats = torch.mm(grad, w, out=_workspace(grad.shape[0], w.shape[1], grad))  # (N, (K + with_base) in)
-            g_x = _grad_input(ctx, g_feats.view(grad.shape[0], -1, width), deriv, x_saved).to(ctx.x_dtype)  # (N, in)
+            g_x = _as(_grad_input(ctx, g_feats.view(grad.shape[0], -1, width), deriv, x_saved), ctx.x_dtype)  # (N, in)
         if any(ctx.needs_input_grad[1:4]):
-            g_w = (grad.T @ flat).view(n_out, -1, width).to(coef.dtype)  # (out, K + with_base, in)
+            g_w = _as((grad.T @ flat).view(n_out, -1, width), coef.dtype)  # (out, K + with_base, in)
             g_coef, g_base, g_sp = _param_grads(ctx, g_w, coef, scale_sp, mask, live, ctx.needs_input_grad[1:4])
         return g_x, g_coef, g_base, g_sp, None, None, None, None
 
@@ -249,7 +250,7 @@ class _KANLinearL1(torch.autograd.Function):
         weight, live = _weight(coef, scale_base, scale_sp, mask, plan, with_base)  # (out, R, in)
         recompute = ctx.needs_input_grad[0] and recomputes_derivative(plan, xc)
         feats, deriv = _features(x, xc, plan, cache, with_base, ctx.needs_input_grad[0] and not recompute, recompute)
-        weight = weight.to(feats.dtype)
+        weight = _as(weight, feats.dtype)
         ctx.native = native.l1_usable(feats, weight)
         if ctx.native:  # small layer: one native pass instead of a batched matmul and its copies
             edges, out, l1 = native.l1_edges(feats, weight)
@@ -270,7 +271,7 @@ class _KANLinearL1(torch.autograd.Function):
         feats, w_p, deriv, x_saved, edges, coef, scale_sp, mask, live = ctx.saved_tensors
         if ctx.native:
             g_feats, g_w = native.l1_edges_backward(feats, w_p, edges, g_out, g_l1, ctx.needs_input_grad[0])
-            g_x = _grad_input(ctx, g_feats, deriv, x_saved).to(ctx.x_dtype) if ctx.needs_input_grad[0] else None
+            g_x = _as(_grad_input(ctx, g_feats, deriv, x_saved), ctx.x_dtype) if ctx.needs_input_grad[0] else None
             g_coef = g_base = g_sp = None
             if any(ctx.needs_input_grad[1:4]):
                 g_coef, g_base, g_sp = _param_grads(ctx, g_w, coef, scale_sp, mask, live, ctx.needs_input_grad[1:4])
@@ -333,7 +334,7 @@ _BLOCKED_MIN_BYTES = 8 << 20  # F above this goes through memory anyway: blocks 
 def _block_kernels(plan: SplinePlan, x: torch.Tensor, with_base: bool):
     """``(features(x_b) -> (F_b, sig_b), input_grad(g_b, x_b, sig_b) -> dL/dx_b)``: the native kernels of ``plan``, bound once."""
     if plan.uniform:
-        t0, inv_h, n_basis = plan.t0.to(x.dtype).contiguous(), plan.inv_h.to(x.dtype).contiguous(), plan.n_basis
+        t0, inv_h, n_basis = _as(plan.t0, x.dtype), _as(plan.inv_h, x.dtype), plan.n_basis
         return (
             lambda xb: native.cubic_features(xb, t0, inv_h, n_basis, with_base),
             lambda gb, xb, sb: native.cubic_input_grad(gb, xb, sb, t0, inv_h),
@@ -392,7 +393,7 @@ class _KANLinearBlocked(torch.autograd.Function):
     @_first_order_only
     def backward(ctx, grad):  # (N, out)
         x, sig, weight, coef, mask, live = ctx.saved_tensors
-        grad = grad.to(x.dtype).contiguous()
+        grad = _as(grad, x.dtype)
         need_x, need_w = ctx.needs_input_grad[0], any(ctx.needs_input_grad[1:4])
         g_x = torch.empty_like(x) if need_x else None
         g_w = torch.zeros_like(weight) if need_w else None

@@ -448,6 +448,11 @@ def _ptr(t: torch.Tensor) -> int:
     return t.data_ptr()
 
 
+def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` in ``dtype``, contiguous; ``t`` itself when it already is (no dispatch: these calls are per step)."""
+    return t if t.dtype == dtype and t.is_contiguous() else t.to(dtype).contiguous()
+
+
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 _MIN_WORK = 1 << 16  # elements of F per thread below which one thread is faster
@@ -492,8 +497,8 @@ def cubic_features(
     sig : Tensor (N, in) or None
         ``sigmoid(x)`` with a base (what :func:`cubic_input_grad` needs for ``silu'``).
     """
-    x = x.contiguous()
-    t0, inv_h = t0.to(x.dtype).contiguous(), inv_h.to(x.dtype).contiguous()
+    x = x if x.is_contiguous() else x.contiguous()
+    t0, inv_h = _as(t0, x.dtype), _as(inv_h, x.dtype)
     n, width = x.shape
     sig = torch.sigmoid(x) if with_base else None  # torch's vectorised exp
     out = torch.empty(n, n_basis + int(with_base), width, dtype=x.dtype)
@@ -524,7 +529,7 @@ def cubic_input_grad(
         ``sigmoid(x)`` from :func:`cubic_features` when row 0 is ``silu(x)``; None without a base.
     """
     x, g_feats = x.contiguous(), g_feats.contiguous()
-    t0, inv_h = t0.to(x.dtype).contiguous(), inv_h.to(x.dtype).contiguous()
+    t0, inv_h = _as(t0, x.dtype), _as(inv_h, x.dtype)
     n, width = x.shape
     with_base = sig is not None
     n_basis = g_feats.shape[1] - int(with_base)
@@ -577,7 +582,7 @@ def param_grads(
 
     The inverse of :func:`weight` (chain rule through ``W``); ``g_base`` is None without a base.
     """
-    g_w = g_w.to(coef.dtype).contiguous()
+    g_w = _as(g_w, coef.dtype)
     n_out, width, n_basis = coef.shape
     g_coef = torch.empty_like(coef)
     g_sp = torch.empty(n_out, width, dtype=coef.dtype)
@@ -619,7 +624,7 @@ def _pieces(plan) -> torch.Tensor:
 
 
 def _plan_tensors(plan, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return tuple(t.to(dtype).contiguous() for t in (plan.rows, plan.origins, _pieces(plan)))
+    return tuple(_as(t, dtype) for t in (plan.rows, plan.origins, _pieces(plan)))
 
 
 def piecewise_features(x: torch.Tensor, plan, with_base: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -714,8 +719,8 @@ def l1_edges_backward(
     """``dL/dF (N, R, in)`` (or None) and ``dL/dW (out, R, in)`` through :func:`l1_edges`."""
     n, n_rows, width = feats.shape
     n_out = weight.shape[0]
-    g_out = g_out.to(feats.dtype).contiguous()
-    g_l1 = g_l1.to(feats.dtype).contiguous() if g_l1 is not None else None
+    g_out = _as(g_out, feats.dtype)
+    g_l1 = _as(g_l1, feats.dtype) if g_l1 is not None else None
     g_feats = torch.empty_like(feats) if need_feats else None
     g_w = torch.empty_like(weight)
     work = torch.empty(2 * n_rows * n_out + n_out, dtype=feats.dtype)
