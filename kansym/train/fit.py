@@ -105,6 +105,54 @@ def _objective(model: KAN, x: torch.Tensor, y: torch.Tensor, config: TrainConfig
     return mse, torch.full((), math.nan, dtype=mse.dtype, device=mse.device)
 
 
+class _FlatParams:
+    """A model's parameters as views of one flat tensor, their gradients as views of another.
+
+    torch's LBFGS works on one flat vector anyway (it concatenates the gradients, and
+    splits every update, line-search trial and restore over the parameter tensors, a
+    few tensor ops per parameter each time); handing it the single flat parameter makes
+    each of those one op, with the same arithmetic (the same numbers in the same order).
+    The gradients accumulate in place into their views (``AccumulateGrad`` adds into an
+    existing ``.grad`` outside ``create_graph``). :meth:`release` gives every parameter
+    its own memory again; a reassignment of ``p.data`` (``update_grid``) also ends the
+    sharing, so a new one is made with every new optimizer.
+    """
+
+    def __init__(self, params: list[torch.nn.Parameter]) -> None:
+        self.params = params
+        with torch.no_grad():
+            self.flat = torch.nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]))
+        self.flat.grad = torch.zeros_like(self.flat)
+        start = 0
+        for p in params:
+            stop = start + p.numel()
+            p.data = self.flat.data[start:stop].view_as(p)
+            p.grad = self.flat.grad[start:stop].view_as(p)
+            start = stop
+
+    def zero_grad(self) -> None:
+        self.flat.grad.zero_()
+
+    def release(self) -> None:
+        for p in self.params:
+            p.data = p.data.clone()
+            p.grad = None
+
+
+def _as_flat_lbfgs_state(state: dict) -> dict:
+    """An LBFGS ``state_dict`` for the one flat parameter of :class:`_FlatParams`.
+
+    LBFGS keeps its whole state (directions, history, step) under its first parameter, as
+    flat vectors over all parameters in order, so a state saved over separate parameter
+    tensors (resume checkpoints written before the flat parameters) becomes the flat one by renumbering its
+    parameter list.
+    """
+    groups = state.get("param_groups", [])
+    if len(groups) == 1 and len(groups[0].get("params", [])) > 1:
+        state = {**state, "param_groups": [{**groups[0], "params": [groups[0]["params"][0]]}]}
+    return state
+
+
 def _snapshot(model: KAN) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
@@ -203,10 +251,16 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
     has_val = len(val_idx) > 0
     gen = torch.Generator().manual_seed(config.seed + 1)
 
+    flat: _FlatParams | None = None
+
     def make_optimizer() -> torch.optim.Optimizer:
+        nonlocal flat
         if config.optimizer == "lbfgs":
+            if flat is not None:
+                flat.release()
+            flat = _FlatParams(list(model.parameters()))
             return torch.optim.LBFGS(
-                model.parameters(),
+                [flat.flat],
                 lr=config.lr,
                 max_iter=config.lbfgs_max_iter,
                 history_size=10,
@@ -252,7 +306,7 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
         optimizer = make_optimizer()  # inside the try: the first one imports parts of torch (seconds)
         if resume is not None and resume.optimizer:
             try:
-                optimizer.load_state_dict(resume.optimizer)
+                optimizer.load_state_dict(_as_flat_lbfgs_state(resume.optimizer) if flat is not None else resume.optimizer)
             except (ValueError, KeyError, RuntimeError) as exc:
                 raise ConfigError(f"the saved optimizer state does not fit this model ({exc}); start a new run") from exc
         for step in bar:
@@ -268,8 +322,11 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
                 xb, yb = x_tr[pick], y_tr[pick]
 
             def closure() -> torch.Tensor:
-                for p in params:  # optimizer.zero_grad() without its profiler record (~0.1 ms a call)
-                    p.grad = None
+                if flat is not None:  # the gradients are views of one flat tensor: zero it
+                    flat.zero_grad()
+                else:
+                    for p in params:  # optimizer.zero_grad() without its profiler record (~0.1 ms a call)
+                        p.grad = None
                 mse, reg = _objective(model, xb, yb, config)
                 loss = mse + config.lamb * reg if config.lamb > 0 else mse
                 loss.backward()
@@ -319,6 +376,9 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
             FitResult(model, history, best_step=state.step - 1),
             state,
         ) from None
+    finally:
+        if flat is not None:
+            flat.release()
     bar.close()
     model.layers[0].feature_cache = None
     if config.patience is not None:

@@ -166,3 +166,67 @@ def test_optimizer_snapshot_is_a_detached_copy_equal_to_deepcopy():
     opt.step(closure)  # LBFGS updates prev_flat_grad in place: the snapshot must not follow
     assert torch.equal(state["prev_flat_grad"], before)
     assert not torch.equal(opt.state_dict()["state"][0]["prev_flat_grad"], before)
+
+
+def test_lbfgs_on_the_flat_parameter_vector_equals_lbfgs_on_the_tensors():
+    """The flat parameter view changes LBFGS's bookkeeping, not its arithmetic: same model bit for bit."""
+    import importlib
+
+    from kansym.nn import KAN, KANConfig
+    from kansym.train.config import TrainConfig
+
+    fit_module = importlib.import_module("kansym.train.fit")  # the module (kansym.train.fit is also the function)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(200, 2, generator=gen, dtype=torch.float64) * 2 - 1
+    y = torch.exp(torch.sin(torch.pi * x[:, :1]) + x[:, 1:] ** 2)
+    model = KAN(KANConfig(width=(2, 3, 1), seed=0)).double()
+    config = TrainConfig(steps=6, num_threads=1, grid_update_every=3, stop_grid_update_step=4)
+    flat = fit_module.fit(model, x, y, config, progress=False).model
+
+    class Tensors:  # the previous path: LBFGS over the separate parameter tensors
+        def __init__(self, params):
+            self.params, self.flat = params, self
+
+        def zero_grad(self):
+            for p in self.params:
+                p.grad = None
+
+        def release(self):
+            pass
+
+    real_lbfgs = torch.optim.LBFGS
+    original = fit_module._FlatParams
+    try:
+        fit_module._FlatParams = Tensors
+        torch.optim.LBFGS = lambda params, **kw: real_lbfgs(params[0].params, **kw)
+        tensors = fit_module.fit(model, x, y, config, progress=False).model
+    finally:
+        fit_module._FlatParams, torch.optim.LBFGS = original, real_lbfgs
+    for (name, a), b in zip(flat.state_dict().items(), tensors.state_dict().values()):
+        assert torch.equal(a, b), name
+    storages = {p.untyped_storage().data_ptr() for p in flat.parameters()}
+    assert len(storages) == len(list(flat.parameters()))  # released: every parameter has its own memory again
+
+
+def test_an_lbfgs_state_saved_over_separate_tensors_loads_into_the_flat_optimizer():
+    import importlib
+
+    fit_module = importlib.import_module("kansym.train.fit")
+    a = torch.nn.Parameter(torch.tensor([1.0, -2.0], dtype=torch.float64))
+    b = torch.nn.Parameter(torch.tensor([[0.5]], dtype=torch.float64))
+
+    def closure():
+        a.grad = b.grad = None
+        loss = (a**2).sum() + 3 * (b**2).sum() + a[0] * b[0, 0]
+        loss.backward()
+        return loss
+
+    old = torch.optim.LBFGS([a, b], max_iter=3)
+    old.step(closure)
+    saved = old.state_dict()
+    flat = fit_module._FlatParams([a, b])
+    new = torch.optim.LBFGS([flat.flat], max_iter=3)
+    new.load_state_dict(fit_module._as_flat_lbfgs_state(saved))
+    assert torch.equal(new.state[flat.flat]["d"], old.state[a]["d"])  # the same flat direction
+    assert new.state[flat.flat]["n_iter"] == old.state[a]["n_iter"] > 0
+    flat.release()
