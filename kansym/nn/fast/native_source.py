@@ -1,0 +1,296 @@
+"""C source of the native KAN-layer kernels (see :mod:`kansym.nn.fast.native`).
+
+One template, instantiated for float (``_f32``) and double (``_f64``): the cubic
+uniform-grid basis and its input gradient, the piecewise-polynomial basis (any knots,
+order <= ``KMAX``) and its input gradient, the small layers' edges with their per-edge L1
+and its backward, and the weight assembly with the parameter gradients through it.
+Compiled by :func:`kansym.nn.fast.native._compile`.
+"""
+
+_TEMPLATE = r"""
+/* One sample row, inputs j0 <= j < j1 (at most BLOCK): the four polynomials of every input
+   once, then each basis row i picks the one with q = i - m + 3 in 0..3 (blends; both loops
+   vectorise over inputs). NaN inputs give NaN in every basis, inputs outside the extended
+   grid 0. */
+static void fwd_row_SUF(const T *restrict xr, const T *restrict t0, const T *restrict inv_h,
+                        int64_t in, int64_t j0, int64_t j1, int64_t K, T *restrict o) {
+    T mm[BLOCK], v0[BLOCK], v1[BLOCK], v2[BLOCK], v3[BLOCK], nn[BLOCK];
+    int64_t w = j1 - j0;
+    for (int64_t j = 0; j < w; ++j) {
+        T s = (xr[j0 + j] - t0[j0 + j]) * inv_h[j0 + j];
+        T m = FLOOR(s), t = s - m, u = 1 - t, t2 = t * t;
+        mm[j] = m - 3;
+        v0[j] = -(u * u * u);
+        v1[j] = -((3 * t - 6) * t2 + 4);
+        v2[j] = -(((-3 * t + 3) * t + 3) * t + 1);
+        v3[j] = -(t2 * t);
+        nn[j] = s != s ? s : 0; /* NaN for a NaN input */
+    }
+    for (int64_t i = 0; i < K; ++i) {
+        T *restrict oi = o + i * in + j0;
+        T fi = (T)i;
+        for (int64_t j = 0; j < w; ++j) {
+            T q = fi - mm[j];
+            T v = q == 0 ? v0[j] : 0;
+            v = q == 1 ? v1[j] : v;
+            v = q == 2 ? v2[j] : v;
+            v = q == 3 ? v3[j] : v;
+            oi[j] = v + nn[j];
+        }
+    }
+}
+
+static void bwd_row_SUF(const T *restrict gb, const T *restrict xr, const T *restrict t0,
+                        const T *restrict inv_h, int64_t in, int64_t j0, int64_t j1, int64_t K,
+                        T *restrict o) {
+    T mm[BLOCK], d0[BLOCK], d1[BLOCK], d2[BLOCK], d3[BLOCK], acc[BLOCK];
+    int64_t w = j1 - j0;
+    for (int64_t j = 0; j < w; ++j) {
+        T s = (xr[j0 + j] - t0[j0 + j]) * inv_h[j0 + j];
+        T m = FLOOR(s), t = s - m, u = 1 - t;
+        mm[j] = m - 3;
+        d0[j] = 3 * u * u;
+        d1[j] = -(9 * t - 12) * t;
+        d2[j] = -((-9 * t + 6) * t + 3);
+        d3[j] = -3 * t * t;
+        acc[j] = s != s ? s : 0;
+    }
+    for (int64_t i = 0; i < K; ++i) {
+        const T *restrict gi = gb + i * in + j0;
+        T fi = (T)i;
+        for (int64_t j = 0; j < w; ++j) {
+            T q = fi - mm[j];
+            T d = q == 0 ? d0[j] : 0;
+            d = q == 1 ? d1[j] : d;
+            d = q == 2 ? d2[j] : d;
+            d = q == 3 ? d3[j] : d;
+            acc[j] += gi[j] * d;
+        }
+    }
+    for (int64_t j = 0; j < w; ++j) o[j0 + j] = acc[j] * inv_h[j0 + j];
+}
+
+/* out (n, K + wb, in): rows wb + i get -6 B_i(x); with wb, row 0 gets silu(x) = x sig(x),
+   sig (n, in) given. */
+void kansym_cubic_fwd_SUF(const T *x, const T *sig, const T *t0, const T *inv_h, int64_t n,
+                          int64_t in, int64_t K, int64_t wb, T *out) {
+    for (int64_t r = 0; r < n; ++r) {
+        const T *restrict xr = x + r * in;
+        T *restrict o = out + r * (K + wb) * in;
+        if (wb) {
+            const T *restrict sr = sig + r * in;
+            for (int64_t j = 0; j < in; ++j) o[j] = xr[j] * sr[j];
+        }
+        for (int64_t j0 = 0; j0 < in; j0 += BLOCK)
+            fwd_row_SUF(xr, t0, inv_h, in, j0, j0 + BLOCK < in ? j0 + BLOCK : in, K, o + wb * in);
+    }
+}
+
+/* gx (n, in) = sum_i g[:, wb + i] d(-6 B_i)/dx, dB/dx recomputed from x; with wb, plus
+   g[:, 0] silu'(x) = g[:, 0] sig (1 + x (1 - sig)), sig (n, in) given. */
+void kansym_cubic_bwd_SUF(const T *g, const T *x, const T *sig, const T *t0, const T *inv_h,
+                          int64_t n, int64_t in, int64_t K, int64_t wb, T *gx) {
+    for (int64_t r = 0; r < n; ++r) {
+        const T *restrict xr = x + r * in, *restrict gr = g + r * (K + wb) * in;
+        T *restrict o = gx + r * in;
+        for (int64_t j0 = 0; j0 < in; j0 += BLOCK)
+            bwd_row_SUF(gr + wb * in, xr, t0, inv_h, in, j0, j0 + BLOCK < in ? j0 + BLOCK : in, K, o);
+        if (wb) {
+            const T *restrict sr = sig + r * in;
+            for (int64_t j = 0; j < in; ++j) o[j] += gr[j] * (sr[j] * (1 + xr[j] * (1 - sr[j])));
+        }
+    }
+}
+
+/* Any knots, any order k <= KMAX: per input, its slot s = #{knots <= x} (M knots per
+   feature, sorted), the local variable u = x - origins[slot] and, by Horner's rule on
+   the plan's table (rows in*(M+1), k+1, 2K: values then derivatives), the k + 1
+   polynomials of the bases i = s - 1 - k + q that can be nonzero there; then the same
+   blends as the uniform kernels. d = 0 gives values, d = 1 derivatives. */
+static void pw_row_SUF(const T *restrict xr, const T *restrict knots, const T *restrict origins,
+                       const T *restrict table, int64_t in, int64_t j0, int64_t j1, int64_t M,
+                       int64_t k, int64_t K, int64_t d, T mm[BLOCK], T v[KMAX + 1][BLOCK],
+                       T nn[BLOCK]) {
+    for (int64_t j = 0; j < j1 - j0; ++j) {
+        int64_t f = j0 + j;
+        T xv = xr[f];
+        const T *restrict kn = knots + f * M;
+        int64_t s = 0; /* s = #{knots <= x}, branch-free (M is small) */
+        for (int64_t t = 0; t < M; ++t) s += kn[t] <= xv;
+        if (xv != xv) s = M; /* NaN: outside, NaN below */
+        int64_t row = f * (M + 1) + s, k1 = k + 1;
+        T u = xv - origins[row];
+        u = u - u == 0 ? u : 0; /* +-inf: outside the grid, zero pieces; NaN comes from nn */
+        const T *restrict c = table + (row * 2 + d) * k1 * k1; /* pieces[row][d][q][e] */
+        mm[j] = (T)(s - 1 - k);
+        nn[j] = xv != xv ? xv : 0;
+        for (int64_t q = 0; q <= k; ++q) {
+            T val = 0;
+            for (int64_t e = k; e >= 0; --e) val = c[q * k1 + e] + val * u;
+            v[q][j] = val;
+        }
+    }
+}
+
+void kansym_pw_fwd_SUF(const T *x, const T *sig, const T *knots, const T *origins, const T *table,
+                       int64_t n, int64_t in, int64_t M, int64_t k, int64_t K, int64_t wb, T *out) {
+    T mm[BLOCK], v[KMAX + 1][BLOCK], nn[BLOCK];
+    for (int64_t r = 0; r < n; ++r) {
+        const T *restrict xr = x + r * in;
+        T *restrict o = out + r * (K + wb) * in;
+        if (wb) {
+            const T *restrict sr = sig + r * in;
+            for (int64_t j = 0; j < in; ++j) o[j] = xr[j] * sr[j];
+        }
+        for (int64_t j0 = 0; j0 < in; j0 += BLOCK) {
+            int64_t j1 = j0 + BLOCK < in ? j0 + BLOCK : in, w = j1 - j0;
+            pw_row_SUF(xr, knots, origins, table, in, j0, j1, M, k, K, 0, mm, v, nn);
+            for (int64_t i = 0; i < K; ++i) { /* zeros, or NaN for NaN inputs */
+                T *restrict oi = o + (wb + i) * in + j0;
+                for (int64_t j = 0; j < w; ++j) oi[j] = nn[j];
+            }
+            for (int64_t j = 0; j < w; ++j) /* the k + 1 pieces that can be nonzero */
+                for (int64_t p = 0; p <= k; ++p) {
+                    int64_t i = (int64_t)mm[j] + p;
+                    if (i >= 0 && i < K) o[(wb + i) * in + j0 + j] += v[p][j];
+                }
+        }
+    }
+}
+
+void kansym_pw_bwd_SUF(const T *g, const T *x, const T *sig, const T *knots, const T *origins,
+                       const T *table, int64_t n, int64_t in, int64_t M, int64_t k, int64_t K,
+                       int64_t wb, T *gx) {
+    T mm[BLOCK], v[KMAX + 1][BLOCK], nn[BLOCK];
+    for (int64_t r = 0; r < n; ++r) {
+        const T *restrict xr = x + r * in, *restrict gr = g + r * (K + wb) * in;
+        T *restrict o = gx + r * in;
+        for (int64_t j0 = 0; j0 < in; j0 += BLOCK) {
+            int64_t j1 = j0 + BLOCK < in ? j0 + BLOCK : in, w = j1 - j0;
+            pw_row_SUF(xr, knots, origins, table, in, j0, j1, M, k, K, 1, mm, v, nn);
+            for (int64_t j = 0; j < w; ++j) {
+                T acc = nn[j];
+                for (int64_t p = 0; p <= k; ++p) {
+                    int64_t i = (int64_t)mm[j] + p;
+                    if (i >= 0 && i < K) acc += gr[(wb + i) * in + j0 + j] * v[p][j];
+                }
+                o[j0 + j] = acc;
+            }
+        }
+        if (wb) {
+            const T *restrict sr = sig + r * in;
+            for (int64_t j = 0; j < in; ++j) o[j] += gr[j] * (sr[j] * (1 + xr[j] * (1 - sr[j])));
+        }
+    }
+}
+
+/* Edges of a small layer for the sample-based L1 (KAN paper eq. 2.17): E (in, n, out) =
+   sum_r F (n, R, in) W (out, R, in) per input feature, y (n, out) = sum_j E, l1 (out, in)
+   = mean_n |E|. work: R * out scratch. */
+void kansym_l1_fwd_SUF(const T *restrict F, const T *restrict W, int64_t n, int64_t R, int64_t in,
+                       int64_t out, T *restrict E, T *restrict y, T *restrict l1, T *restrict work) {
+    for (int64_t e = 0; e < n * out; ++e) y[e] = 0;
+    for (int64_t j = 0; j < in; ++j) {
+        T *restrict wj = work; /* wj[r][o] = W[o][r][j] */
+        for (int64_t o = 0; o < out; ++o)
+            for (int64_t r = 0; r < R; ++r) wj[r * out + o] = W[(o * R + r) * in + j];
+        for (int64_t o = 0; o < out; ++o) l1[o * in + j] = 0;
+        for (int64_t s = 0; s < n; ++s) {
+            T *restrict ej = E + (j * n + s) * out, *restrict ys = y + s * out;
+            for (int64_t o = 0; o < out; ++o) ej[o] = 0;
+            for (int64_t r = 0; r < R; ++r) {
+                T f = F[(s * R + r) * in + j];
+                const T *restrict w = wj + r * out;
+                for (int64_t o = 0; o < out; ++o) ej[o] += f * w[o];
+            }
+            for (int64_t o = 0; o < out; ++o) {
+                ys[o] += ej[o];
+                l1[o * in + j] += ej[o] < 0 ? -ej[o] : ej[o];
+            }
+        }
+        for (int64_t o = 0; o < out; ++o) l1[o * in + j] /= (T)n;
+    }
+}
+
+/* Its backward: g_E = g_y + sign(E) g_l1 / n; gF (n, R, in) = g_E W (when gF is given),
+   gW (out, R, in) = F^T g_E. work: 2 R * out + out scratch. */
+void kansym_l1_bwd_SUF(const T *restrict F, const T *restrict W, const T *restrict E,
+                       const T *restrict g_y, const T *restrict g_l1, int64_t n, int64_t R,
+                       int64_t in, int64_t out, T *restrict gF, T *restrict gW, T *restrict work) {
+    T *restrict wj = work, *restrict gwj = work + R * out, *restrict ge = work + 2 * R * out;
+    for (int64_t j = 0; j < in; ++j) {
+        for (int64_t o = 0; o < out; ++o)
+            for (int64_t r = 0; r < R; ++r) {
+                wj[r * out + o] = W[(o * R + r) * in + j];
+                gwj[r * out + o] = 0;
+            }
+        for (int64_t s = 0; s < n; ++s) {
+            const T *restrict ej = E + (j * n + s) * out, *restrict gys = g_y + s * out;
+            for (int64_t o = 0; o < out; ++o) {
+                T sg = (ej[o] > 0) - (ej[o] < 0);
+                ge[o] = gys[o] + (g_l1 ? sg * g_l1[o * in + j] / (T)n : 0);
+            }
+            for (int64_t r = 0; r < R; ++r) {
+                const T *restrict w = wj + r * out;
+                T *restrict gw = gwj + r * out;
+                T f = F[(s * R + r) * in + j], acc = 0;
+                for (int64_t o = 0; o < out; ++o) {
+                    acc += ge[o] * w[o];
+                    gw[o] += f * ge[o];
+                }
+                if (gF) gF[(s * R + r) * in + j] = acc;
+            }
+        }
+        for (int64_t o = 0; o < out; ++o)
+            for (int64_t r = 0; r < R; ++r) gW[(o * R + r) * in + j] = gwj[r * out + o];
+    }
+}
+
+/* W (out, K + wb, in): row 0 w_b mask (with wb), rows wb + k c[:, :, k] live, where
+   live = w_s mask scale (out, in) is also returned: the weight of the layer's one matmul. */
+void kansym_weight_SUF(const T *restrict coef, const T *restrict sb, const T *restrict ss,
+                       const T *restrict mask, int64_t n_out, int64_t in, int64_t K, int64_t wb,
+                       double scale, T *restrict weight, T *restrict live) {
+    for (int64_t o = 0; o < n_out; ++o) {
+        T *restrict w = weight + o * (K + wb) * in;
+        for (int64_t j = 0; j < in; ++j) {
+            int64_t e = o * in + j;
+            T lv = ss[e] * mask[e] * (T)scale;
+            live[e] = lv;
+            if (wb) w[j] = sb[e] * mask[e];
+            const T *restrict c = coef + e * K;
+            for (int64_t k = 0; k < K; ++k) w[(wb + k) * in + j] = c[k] * lv;
+        }
+    }
+}
+
+/* From g_W (out, K + wb, in): g_coef (out, in, K) = g_W^T live, g_ws (out, in) =
+   sum_k g_W c mask scale, g_wb (out, in) = g_W[:, 0] mask (with wb). */
+void kansym_param_grads_SUF(const T *restrict gw, const T *restrict coef, const T *restrict mask,
+                            const T *restrict live, int64_t n_out, int64_t in, int64_t K,
+                            int64_t wb, double scale, T *restrict g_coef, T *restrict g_base,
+                            T *restrict g_sp) {
+    for (int64_t o = 0; o < n_out; ++o) {
+        const T *restrict g = gw + o * (K + wb) * in;
+        for (int64_t j = 0; j < in; ++j) {
+            int64_t e = o * in + j;
+            const T *restrict c = coef + e * K;
+            T *restrict gc = g_coef + e * K;
+            T acc = 0, lv = live[e];
+            for (int64_t k = 0; k < K; ++k) {
+                T gk = g[(wb + k) * in + j];
+                gc[k] = gk * lv;
+                acc += gk * c[k];
+            }
+            g_sp[e] = acc * mask[e] * (T)scale;
+            if (wb) g_base[e] = g[j] * mask[e];
+        }
+    }
+}
+"""
+
+_SOURCE = "#include <math.h>\n#include <stdint.h>\n#define BLOCK 256\n#define KMAX 7\n" + "".join(
+    _TEMPLATE.replace("SUF", suffix).replace("FLOOR", floor).replace("T ", f"{ctype} ").replace("(T)", f"({ctype})")
+    .replace("T *", f"{ctype} *")
+    for ctype, suffix, floor in (("float", "f32", "floorf"), ("double", "f64", "floor"))
+)
