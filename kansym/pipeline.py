@@ -59,8 +59,8 @@ class DiscoverConfig(PlainConfig):
     train : TrainConfig
         Sparsifying training (lamb > 0); one CPU thread by default (small KANs
         train fastest that way, and a busy machine does not slow them down). Its
-        ``num_threads`` also holds numpy/scipy's BLAS during :func:`discover` (with
-        ``threadpoolctl`` installed).
+        ``num_threads`` also holds numpy/scipy's BLAS during :func:`discover`
+        (``threadpoolctl``).
     theta : float
         Node pruning threshold (KAN paper §2.5.1).
     finetune : TrainConfig
@@ -307,7 +307,7 @@ def _blas_threads(n: int | None):
     BLAS worker threads of a 2-thread OpenBLAS spin for a core without speeding them up
     (measured on the hello world at load 5: symbolify + direct search 0.66 + 0.66-1.09 s of
     CPU with one thread against 0.96-1.13 + 1.29-1.73 s with two). Uses ``threadpoolctl``
-    when it is installed (scikit-learn's dependency), else changes nothing.
+    (a dependency; an environment without it keeps BLAS's own setting).
     """
     if n is None:
         return contextlib.nullcontext()
