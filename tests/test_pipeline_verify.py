@@ -6,7 +6,6 @@ below the model's is never presented without a warning (CLI and estimator).
 
 import json
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -15,10 +14,9 @@ from click.testing import CliRunner
 
 from kansym.cli.main import cli
 from kansym.cli.report import print_formulas
-from kansym.pipeline import DiscoverConfig, Formula, discover, split_holdout
+from kansym.pipeline import Formula, split_holdout
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.verify import Fidelity
-from kansym.train.fit import TrainConfig
 
 X1 = sympy.Symbol("x1", real=True)
 

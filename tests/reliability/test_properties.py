@@ -14,12 +14,10 @@ tables are mixed in so that the success path runs too (with options that keep it
 Runs are derandomized so CI is reproducible.
 """
 
-import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 from click.testing import CliRunner
 from hypothesis import HealthCheck, event, given, settings

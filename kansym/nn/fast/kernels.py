@@ -18,6 +18,7 @@ __all__ = ["features", "contract", "input_grad", "recomputes_derivative", "compi
 # elements of a (rows, K, in) chunk: small enough for the cache, large enough to amortise op overhead
 _CHUNK = 1 << 17
 
+
 def _centers(plan: SplinePlan, shift: float, like: torch.Tensor) -> torch.Tensor:
     return (torch.arange(plan.n_basis, dtype=like.dtype, device=like.device) + shift).view(-1, 1)  # (K, 1)
 
