@@ -190,6 +190,43 @@ def _by_rows(run, n: int, row_elems: int) -> None:
     list(_pool.map(lambda r0: run(r0, min(n, r0 + step)), range(0, n, step)))
 
 
+def _run_features(kernel: str, x: torch.Tensor, grid: tuple, ints: tuple, n_basis: int, with_base: bool):
+    """Call a forward kernel ``(x, sig, *grid, n, in, *ints, K, wb, out)`` over row blocks; returns ``(F, sig)``."""
+    n, width = x.shape
+    sig = torch.sigmoid(x) if with_base else None  # torch's vectorised exp
+    out = torch.empty(n, n_basis + int(with_base), width, dtype=x.dtype)
+    fn = getattr(_lib, f"{kernel}_{'f32' if x.dtype == torch.float32 else 'f64'}")
+    rows, size = (n_basis + int(with_base)) * width, x.element_size()
+    xp, sp, op, gps = _ptr(x), _ptr(sig if with_base else x), _ptr(out), [_ptr(t) for t in grid]
+
+    def run(r0: int, r1: int) -> None:
+        off = r0 * width * size
+        fn(xp + off, sp + off, *gps, r1 - r0, width, *ints, n_basis, int(with_base), op + r0 * rows * size)
+
+    _by_rows(run, n, rows)
+    return out, sig
+
+
+def _run_input_grad(kernel: str, g_feats: torch.Tensor, x: torch.Tensor, sig, grid: tuple, ints: tuple):
+    """Call a backward kernel ``(g, x, sig, *grid, n, in, *ints, K, wb, gx)`` over row blocks; returns ``dL/dx``."""
+    g_feats = g_feats if g_feats.is_contiguous() else g_feats.contiguous()
+    n, width = x.shape
+    with_base = sig is not None
+    n_basis = g_feats.shape[1] - int(with_base)
+    sig = (sig if sig.is_contiguous() else sig.contiguous()) if with_base else x
+    out = torch.empty(n, width, dtype=x.dtype)
+    fn = getattr(_lib, f"{kernel}_{'f32' if x.dtype == torch.float32 else 'f64'}")
+    rows, size = (n_basis + int(with_base)) * width, x.element_size()
+    gp, xp, sp, op, gps = _ptr(g_feats), _ptr(x), _ptr(sig), _ptr(out), [_ptr(t) for t in grid]
+
+    def run(r0: int, r1: int) -> None:
+        off = r0 * width * size
+        fn(gp + r0 * rows * size, xp + off, sp + off, *gps, r1 - r0, width, *ints, n_basis, int(with_base), op + off)
+
+    _by_rows(run, n, rows)
+    return out
+
+
 def cubic_features(
     x: torch.Tensor, t0: torch.Tensor, inv_h: torch.Tensor, n_basis: int, with_base: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -213,20 +250,7 @@ def cubic_features(
         ``sigmoid(x)`` with a base (what :func:`cubic_input_grad` needs for ``silu'``).
     """
     x = x if x.is_contiguous() else x.contiguous()
-    t0, inv_h = _as(t0, x.dtype), _as(inv_h, x.dtype)
-    n, width = x.shape
-    sig = torch.sigmoid(x) if with_base else None  # torch's vectorised exp
-    out = torch.empty(n, n_basis + int(with_base), width, dtype=x.dtype)
-    fn = _lib.kansym_cubic_fwd_f32 if x.dtype == torch.float32 else _lib.kansym_cubic_fwd_f64
-    rows, size = (n_basis + int(with_base)) * width, x.element_size()
-    xp, sp, op = _ptr(x), _ptr(sig if with_base else x), _ptr(out)
-
-    def run(r0: int, r1: int) -> None:
-        off = r0 * width * size
-        fn(xp + off, sp + off, _ptr(t0), _ptr(inv_h), r1 - r0, width, n_basis, int(with_base), op + r0 * rows * size)
-
-    _by_rows(run, n, rows)
-    return out, sig
+    return _run_features("kansym_cubic_fwd", x, (_as(t0, x.dtype), _as(inv_h, x.dtype)), (), n_basis, with_base)
 
 
 def cubic_input_grad(
@@ -243,24 +267,8 @@ def cubic_input_grad(
     sig : Tensor (N, in) or None
         ``sigmoid(x)`` from :func:`cubic_features` when row 0 is ``silu(x)``; None without a base.
     """
-    x, g_feats = x.contiguous(), g_feats.contiguous()
-    t0, inv_h = _as(t0, x.dtype), _as(inv_h, x.dtype)
-    n, width = x.shape
-    with_base = sig is not None
-    n_basis = g_feats.shape[1] - int(with_base)
-    out = torch.empty(n, width, dtype=x.dtype)
-    fn = _lib.kansym_cubic_bwd_f32 if x.dtype == torch.float32 else _lib.kansym_cubic_bwd_f64
-    sig = sig.contiguous() if with_base else x
-    rows, size = (n_basis + int(with_base)) * width, x.element_size()
-    gp, xp, sp, op = _ptr(g_feats), _ptr(x), _ptr(sig), _ptr(out)
-
-    def run(r0: int, r1: int) -> None:
-        off = r0 * width * size
-        fn(gp + r0 * rows * size, xp + off, sp + off, _ptr(t0), _ptr(inv_h), r1 - r0, width, n_basis, int(with_base),
-           op + off)
-
-    _by_rows(run, n, rows)
-    return out
+    x = x if x.is_contiguous() else x.contiguous()
+    return _run_input_grad("kansym_cubic_bwd", g_feats, x, sig, (_as(t0, x.dtype), _as(inv_h, x.dtype)), ())
 
 
 def params_usable(*tensors: torch.Tensor) -> bool:
@@ -354,45 +362,16 @@ def piecewise_features(x: torch.Tensor, plan, with_base: bool) -> tuple[torch.Te
     with_base : bool
         Put ``silu(x)`` in row 0.
     """
-    x = x.contiguous()
-    knots, origins, table = _plan_tensors(plan, x.dtype)
-    n, width = x.shape
-    m, k, n_basis = knots.shape[1], plan.order, plan.n_basis
-    sig = torch.sigmoid(x) if with_base else None
-    out = torch.empty(n, n_basis + int(with_base), width, dtype=x.dtype)
-    fn = _lib.kansym_pw_fwd_f32 if x.dtype == torch.float32 else _lib.kansym_pw_fwd_f64
-    rows, size = (n_basis + int(with_base)) * width, x.element_size()
-    xp, sp, op = _ptr(x), _ptr(sig if with_base else x), _ptr(out)
-
-    def run(r0: int, r1: int) -> None:
-        off = r0 * width * size
-        fn(xp + off, sp + off, _ptr(knots), _ptr(origins), _ptr(table), r1 - r0, width, m, k, n_basis, int(with_base),
-           op + r0 * rows * size)
-
-    _by_rows(run, n, rows)
-    return out, sig
+    x = x if x.is_contiguous() else x.contiguous()
+    grid = _plan_tensors(plan, x.dtype)  # knots, origins, pieces
+    return _run_features("kansym_pw_fwd", x, grid, (grid[0].shape[1], plan.order), plan.n_basis, with_base)
 
 
 def piecewise_input_grad(g_feats: torch.Tensor, x: torch.Tensor, sig: torch.Tensor | None, plan) -> torch.Tensor:
     """As :func:`cubic_input_grad` for the features of :func:`piecewise_features`."""
-    x, g_feats = x.contiguous(), g_feats.contiguous()
-    knots, origins, table = _plan_tensors(plan, x.dtype)
-    n, width = x.shape
-    with_base = sig is not None
-    m, k, n_basis = knots.shape[1], plan.order, plan.n_basis
-    sig = sig.contiguous() if with_base else x
-    out = torch.empty(n, width, dtype=x.dtype)
-    fn = _lib.kansym_pw_bwd_f32 if x.dtype == torch.float32 else _lib.kansym_pw_bwd_f64
-    rows, size = (n_basis + int(with_base)) * width, x.element_size()
-    gp, xp, sp, op = _ptr(g_feats), _ptr(x), _ptr(sig), _ptr(out)
-
-    def run(r0: int, r1: int) -> None:
-        off = r0 * width * size
-        fn(gp + r0 * rows * size, xp + off, sp + off, _ptr(knots), _ptr(origins), _ptr(table), r1 - r0, width, m, k,
-           n_basis, int(with_base), op + off)
-
-    _by_rows(run, n, rows)
-    return out
+    x = x if x.is_contiguous() else x.contiguous()
+    grid = _plan_tensors(plan, x.dtype)  # knots, origins, pieces
+    return _run_input_grad("kansym_pw_bwd", g_feats, x, sig, grid, (grid[0].shape[1], plan.order))
 
 
 L1_MAX_EDGES = 4096  # in * out of the layers whose edge values the native kernels compute
