@@ -24,6 +24,7 @@ from kansym.errors import ConfigError, FitError
 from kansym.nn.fast import FeatureCache
 from kansym.nn.kan import KAN
 from kansym.train.config import OPTIMIZERS, TrainConfig
+from kansym.train.lbfgs import FlatLBFGS
 from kansym.train.regularization import sampled_regularization
 from kansym.train.state import FitInterrupted, FitState, check_resume, snapshot_optimizer
 
@@ -259,6 +260,10 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
             if flat is not None:
                 flat.release()
             flat = _FlatParams(list(model.parameters()))
+            if flat.flat.dtype == torch.float64 and flat.flat.device.type == "cpu":
+                # the same method in numpy: torch's per-op overhead was a quarter of the fit (lbfgs.py)
+                return FlatLBFGS(flat.flat, lr=config.lr, max_iter=config.lbfgs_max_iter, history_size=10,
+                                 tolerance_grad=1e-32, tolerance_change=1e-32)
             return torch.optim.LBFGS(
                 [flat.flat],
                 lr=config.lr,

@@ -169,7 +169,10 @@ def test_optimizer_snapshot_is_a_detached_copy_equal_to_deepcopy():
 
 
 def test_lbfgs_on_the_flat_parameter_vector_equals_lbfgs_on_the_tensors():
-    """The flat parameter view changes LBFGS's bookkeeping, not its arithmetic: same model bit for bit."""
+    """The flat parameter view changes LBFGS's bookkeeping, not its arithmetic: same model bit for bit.
+
+    In float32, where ``fit`` runs torch's LBFGS (float64 on the CPU takes
+    :class:`kansym.train.lbfgs.FlatLBFGS`, tested in test_lbfgs.py)."""
     import importlib
 
     from kansym.nn import KAN, KANConfig
@@ -177,15 +180,16 @@ def test_lbfgs_on_the_flat_parameter_vector_equals_lbfgs_on_the_tensors():
 
     fit_module = importlib.import_module("kansym.train.fit")  # the module (kansym.train.fit is also the function)
     gen = torch.Generator().manual_seed(0)
-    x = torch.rand(200, 2, generator=gen, dtype=torch.float64) * 2 - 1
+    x = torch.rand(200, 2, generator=gen, dtype=torch.float32) * 2 - 1
     y = torch.exp(torch.sin(torch.pi * x[:, :1]) + x[:, 1:] ** 2)
-    model = KAN(KANConfig(width=(2, 3, 1), seed=0)).double()
+    model = KAN(KANConfig(width=(2, 3, 1), seed=0)).float()
     config = TrainConfig(steps=6, num_threads=1, grid_update_every=3, stop_grid_update_step=4)
     flat = fit_module.fit(model, x, y, config, progress=False).model
 
     class Tensors:  # the previous path: LBFGS over the separate parameter tensors
         def __init__(self, params):
             self.params, self.flat = params, self
+            self.dtype, self.device = params[0].dtype, params[0].device
 
         def zero_grad(self):
             for p in self.params:
