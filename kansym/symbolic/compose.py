@@ -191,12 +191,12 @@ def symbolify(
         primitive: it stays numeric (:class:`~kansym.symbolic.numeric.NumericEdge`, an
         opaque ``phi_l_i_j`` in the formula) and is logged as a warning.
     exhaustive : bool
-        Refine every candidate primitive of every edge (``select_edge_fit(...,
+        Fit and refine every candidate primitive of every edge (``select_edge_fit(...,
         exhaustive=True)``), so that the Occam step (:mod:`kansym.symbolic.occam`) can
-        weigh accurate alternatives. False refines only up to the complexity at which a
-        primitive first clears ``r2_threshold``: the chosen fits are the same, the
-        candidates left unrefined are reported at grid precision. Use it when no
-        Occam step follows.
+        weigh accurate alternatives. False fits only up to the complexity at which a
+        primitive first clears ``r2_threshold`` (refining those with a grid R² of at
+        least 0.5): the chosen fits are the same, the candidates are those primitives
+        (the unrefined ones at grid precision). Use it when no Occam step follows.
 
     Returns
     -------

@@ -7,6 +7,7 @@ import torch
 from kansym.nn import KAN, KANConfig
 from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
 from kansym.symbolic.fit import EdgeFit
+from kansym.symbolic.library import get_library
 from kansym.transform import DataTransform
 
 
@@ -97,5 +98,8 @@ def test_symbolify_without_exhaustive_refinement_chooses_the_same_edges():
     assert [full.edges[e].primitive for e in sorted(full.edges)] == ["sin", "exp"]
     for e in full.edges:
         assert lean.edges[e] == full.edges[e]
-        # the same primitives are reported (the unrefined ones at grid precision, so possibly lower)
-        assert sorted(c.primitive for c in lean_cands[e]) == sorted(c.primitive for c in full_cands[e])
+        # the primitives up to the chosen one's complexity are reported (the unrefined ones at grid
+        # precision), every primitive of the library with exhaustive refinement
+        simple = {c.primitive for c in full_cands[e] if c.complexity <= full.edges[e].complexity}
+        assert {c.primitive for c in lean_cands[e]} == simple
+        assert len(full_cands[e]) == len(get_library(None)) > len(simple)

@@ -9,6 +9,7 @@ import torch
 
 from kansym.errors import ConfigError, DataError
 from kansym.symbolic.fit import EdgeFit, fit_primitive, select_edge_fit
+from kansym.symbolic.library import get_library
 
 RNG = np.random.default_rng(0)
 X11 = np.sort(RNG.uniform(-1, 1, 400))
@@ -46,7 +47,20 @@ def test_selection_picks_simplest_good_primitive(name, x, y):
     assert chosen.primitive == name
     assert chosen.r2 >= 0.999
     assert [c.complexity for c in cands] == sorted(c.complexity for c in cands)
-    assert {c.primitive for c in cands} >= {"0", "x", "sin", "arcsin"}
+    # every primitive up to the chosen one's complexity is tried, none beyond (none could be chosen)
+    assert {c.primitive for c in cands} == {p.name for p in get_library(None) if p.complexity <= chosen.complexity}
+
+
+def test_exhaustive_selection_fits_every_primitive_and_chooses_the_same():
+    y = np.sin(np.pi * X11)
+    lean, lean_cands = select_edge_fit(X11, y)
+    chosen, cands = select_edge_fit(X11, y, exhaustive=True)
+    assert chosen == lean and chosen.primitive == "sin"
+    assert {c.primitive for c in cands} == {p.name for p in get_library(None)}
+    assert {c.primitive for c in lean_cands} == {"0", "x", "x^2", "exp", "x^3", "sin", "cos", "sqrt", "1/x", "log"}
+    # the refined R² of a rejected primitive is at least its grid R²
+    grid_r2 = {c.primitive: c.r2 for c in lean_cands}
+    assert all(c.r2 >= grid_r2[c.primitive] - 1e-12 for c in cands if c.primitive in grid_r2)
 
 
 def test_power_law_exponent():
