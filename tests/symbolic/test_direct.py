@@ -137,3 +137,21 @@ def test_batched_subset_sse_equals_least_squares():
         keep = [j for j in c[0] if j != 8]
         _, res, *_ = np.linalg.lstsq(A[:, keep], t, rcond=None)
         assert sse == pytest.approx(float(res[0]), rel=1e-8)
+
+
+def test_blocked_subset_solves_equal_the_unblocked_ones_bit_for_bit(monkeypatch):
+    import kansym.symbolic.direct as direct
+
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(50, 12))
+    A[:, 5] = A[:, 4]  # a collinear pair: its subsets get the ridge's SSE or inf
+    t = A[:, :3] @ [1.0, -2.0, 0.5] + 0.01 * rng.normal(size=50)
+    A = A / np.linalg.norm(A, axis=0)
+    G, b, tt = A.T @ A, A.T @ t, float(t @ t)
+    cols = direct._subset_index(8, 3, 3)[3]  # 164 subsets: the constant column 0 and three more
+    monkeypatch.setattr(direct, "SSE_BLOCK", 37)  # five blocks, a ragged last one
+    blocked = direct._batched_sse(G, b, tt, cols)
+    monkeypatch.setattr(direct, "SSE_BLOCK", 10**9)
+    whole = direct._batched_sse(G, b, tt, cols)
+    np.testing.assert_array_equal(blocked, whole)
+    assert {1, 2} <= set(cols[np.argmin(whole)])  # t is made of columns 0, 1 and 2
