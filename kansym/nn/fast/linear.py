@@ -239,7 +239,8 @@ class _KANLinearL1(torch.autograd.Function):
     """Node outputs and ``mean_s |phi_ji(x_s)|`` of every edge, one autograd node for both.
 
     The edge values ``E (in, N, out)`` come from one batched matmul of the features with
-    the weights and are saved (the backward needs their signs); nodes are ``E`` summed
+    the weights (``(in, out, N)`` from the native kernels of small layers, whose loops run
+    over samples) and are saved (the backward needs their signs); nodes are ``E`` summed
     over ``in``. Meant for models whose ``(N, out, in)`` edges fit in memory (training
     small KANs with the sample-based penalty).
     """

@@ -387,7 +387,7 @@ def l1_usable(feats: torch.Tensor, weight: torch.Tensor) -> bool:
 
 
 def l1_edges(feats: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Edge values ``E (in, N, out)``, node outputs ``(N, out)`` and ``mean_N |E|`` as ``(out, in)``.
+    """Edge values ``E (in, out, N)``, node outputs ``(N, out)`` and ``mean_N |E|`` as ``(out, in)``.
 
     Parameters
     ----------
@@ -397,10 +397,10 @@ def l1_edges(feats: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, t
     """
     n, n_rows, width = feats.shape
     n_out = weight.shape[0]
-    edges = torch.empty(width, n, n_out, dtype=feats.dtype)
+    edges = torch.empty(width, n_out, n, dtype=feats.dtype)
     out = torch.empty(n, n_out, dtype=feats.dtype)
     l1 = torch.empty(n_out, width, dtype=feats.dtype)
-    work = torch.empty(n_rows * n_out, dtype=feats.dtype)
+    work = torch.empty((n_rows + n_out) * n, dtype=feats.dtype)
     fn = _lib.kansym_l1_fwd_f32 if feats.dtype == torch.float32 else _lib.kansym_l1_fwd_f64
     fn(_ptr(feats), _ptr(weight), n, n_rows, width, n_out, _ptr(edges), _ptr(out), _ptr(l1), _ptr(work))
     return edges, out, l1
@@ -417,7 +417,7 @@ def l1_edges_backward(
     g_l1 = _as(g_l1, feats.dtype) if g_l1 is not None else None
     g_feats = torch.empty_like(feats) if need_feats else None
     g_w = torch.empty_like(weight)
-    work = torch.empty(2 * n_rows * n_out + n_out, dtype=feats.dtype)
+    work = torch.empty((2 * n_rows + n_out + 1) * n, dtype=feats.dtype)
     fn = _lib.kansym_l1_bwd_f32 if feats.dtype == torch.float32 else _lib.kansym_l1_bwd_f64
     fn(_ptr(feats), _ptr(weight), _ptr(edges), _ptr(g_out), _ptr(g_l1) if g_l1 is not None else None, n, n_rows,
        width, n_out, _ptr(g_feats) if need_feats else None, _ptr(g_w), _ptr(work))

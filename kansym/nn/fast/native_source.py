@@ -184,65 +184,88 @@ void kansym_pw_bwd_SUF(const T *g, const T *x, const T *sig, const T *knots, con
     }
 }
 
-/* Edges of a small layer for the sample-based L1 (KAN paper eq. 2.17): E (in, n, out) =
+/* Edges of a small layer for the sample-based L1 (KAN paper eq. 2.17): E (in, out, n) =
    sum_r F (n, R, in) W (out, R, in) per input feature, y (n, out) = sum_j E, l1 (out, in)
-   = mean_n |E|. work: R * out scratch. */
+   = mean_n |E|. Per input j, its features are first copied to rows Fj (R, n) (scratch), so
+   every loop below runs over samples, contiguous and vectorised, whatever out is (a [2, 5, 1]
+   KAN has out = 5 and 1). work: (R + out) * n scratch. */
 void kansym_l1_fwd_SUF(const T *restrict F, const T *restrict W, int64_t n, int64_t R, int64_t in,
                        int64_t out, T *restrict E, T *restrict y, T *restrict l1, T *restrict work) {
-    for (int64_t e = 0; e < n * out; ++e) y[e] = 0;
+    T *restrict Fj = work, *restrict yt = work + R * n; /* yt (out, n): y transposed */
+    for (int64_t e = 0; e < out * n; ++e) yt[e] = 0;
     for (int64_t j = 0; j < in; ++j) {
-        T *restrict wj = work; /* wj[r][o] = W[o][r][j] */
-        for (int64_t o = 0; o < out; ++o)
-            for (int64_t r = 0; r < R; ++r) wj[r * out + o] = W[(o * R + r) * in + j];
-        for (int64_t o = 0; o < out; ++o) l1[o * in + j] = 0;
-        for (int64_t s = 0; s < n; ++s) {
-            T *restrict ej = E + (j * n + s) * out, *restrict ys = y + s * out;
-            for (int64_t o = 0; o < out; ++o) ej[o] = 0;
-            for (int64_t r = 0; r < R; ++r) {
-                T f = F[(s * R + r) * in + j];
-                const T *restrict w = wj + r * out;
-                for (int64_t o = 0; o < out; ++o) ej[o] += f * w[o];
+        for (int64_t s = 0; s < n; ++s)
+            for (int64_t r = 0; r < R; ++r) Fj[r * n + s] = F[(s * R + r) * in + j];
+        for (int64_t o = 0; o < out; ++o) {
+            T *restrict ejo = E + (j * out + o) * n, *restrict yo = yt + o * n;
+            const T *restrict wo = W + o * R * in + j; /* W[o][r][j] = wo[r * in] */
+            T w0 = wo[0];
+            for (int64_t s = 0; s < n; ++s) ejo[s] = w0 * Fj[s];
+            for (int64_t r = 1; r < R; ++r) {
+                T wr = wo[r * in];
+                const T *restrict fr = Fj + r * n;
+                for (int64_t s = 0; s < n; ++s) ejo[s] += wr * fr[s];
             }
-            for (int64_t o = 0; o < out; ++o) {
-                ys[o] += ej[o];
-                l1[o * in + j] += ej[o] < 0 ? -ej[o] : ej[o];
+            T lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0}, tail = 0;
+            int64_t s = 0;
+            for (; s + 8 <= n; s += 8)
+                for (int64_t l = 0; l < 8; ++l) {
+                    T v = ejo[s + l];
+                    lanes[l] += v < 0 ? -v : v;
+                    yo[s + l] += v;
+                }
+            for (; s < n; ++s) {
+                T v = ejo[s];
+                tail += v < 0 ? -v : v;
+                yo[s] += v;
             }
+            l1[o * in + j] = (tail + ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) +
+                              ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))) / (T)n;
         }
-        for (int64_t o = 0; o < out; ++o) l1[o * in + j] /= (T)n;
     }
+    for (int64_t s = 0; s < n; ++s)
+        for (int64_t o = 0; o < out; ++o) y[s * out + o] = yt[o * n + s];
 }
 
 /* Its backward: g_E = g_y + sign(E) g_l1 / n; gF (n, R, in) = g_E W (when gF is given),
-   gW (out, R, in) = F^T g_E. work: 2 R * out + out scratch. */
+   gW (out, R, in) = F^T g_E. work: (2 R + out + 1) * n scratch. */
 void kansym_l1_bwd_SUF(const T *restrict F, const T *restrict W, const T *restrict E,
                        const T *restrict g_y, const T *restrict g_l1, int64_t n, int64_t R,
                        int64_t in, int64_t out, T *restrict gF, T *restrict gW, T *restrict work) {
-    T *restrict wj = work, *restrict gwj = work + R * out, *restrict ge = work + 2 * R * out;
+    T *restrict Fj = work, *restrict gFj = work + R * n, *restrict gyt = gFj + R * n;
+    T *restrict ge = gyt + out * n;
+    for (int64_t s = 0; s < n; ++s)
+        for (int64_t o = 0; o < out; ++o) gyt[o * n + s] = g_y[s * out + o];
     for (int64_t j = 0; j < in; ++j) {
-        for (int64_t o = 0; o < out; ++o)
-            for (int64_t r = 0; r < R; ++r) {
-                wj[r * out + o] = W[(o * R + r) * in + j];
-                gwj[r * out + o] = 0;
+        for (int64_t s = 0; s < n; ++s)
+            for (int64_t r = 0; r < R; ++r) Fj[r * n + s] = F[(s * R + r) * in + j];
+        if (gF)
+            for (int64_t e = 0; e < R * n; ++e) gFj[e] = 0;
+        for (int64_t o = 0; o < out; ++o) {
+            const T *restrict ejo = E + (j * out + o) * n, *restrict gyo = gyt + o * n;
+            T c = g_l1 ? g_l1[o * in + j] / (T)n : 0;
+            for (int64_t s = 0; s < n; ++s) {
+                T v = ejo[s];
+                ge[s] = gyo[s] + ((v > 0) - (v < 0)) * c;
             }
-        for (int64_t s = 0; s < n; ++s) {
-            const T *restrict ej = E + (j * n + s) * out, *restrict gys = g_y + s * out;
-            for (int64_t o = 0; o < out; ++o) {
-                T sg = (ej[o] > 0) - (ej[o] < 0);
-                ge[o] = gys[o] + (g_l1 ? sg * g_l1[o * in + j] / (T)n : 0);
-            }
             for (int64_t r = 0; r < R; ++r) {
-                const T *restrict w = wj + r * out;
-                T *restrict gw = gwj + r * out;
-                T f = F[(s * R + r) * in + j], acc = 0;
-                for (int64_t o = 0; o < out; ++o) {
-                    acc += ge[o] * w[o];
-                    gw[o] += f * ge[o];
+                const T *restrict fr = Fj + r * n;
+                T wr = W[(o * R + r) * in + j], lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0}, tail = 0;
+                int64_t s = 0;
+                for (; s + 8 <= n; s += 8)
+                    for (int64_t l = 0; l < 8; ++l) lanes[l] += fr[s + l] * ge[s + l];
+                for (; s < n; ++s) tail += fr[s] * ge[s];
+                gW[(o * R + r) * in + j] = tail + ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) +
+                                           ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+                if (gF) {
+                    T *restrict gr = gFj + r * n;
+                    for (int64_t s2 = 0; s2 < n; ++s2) gr[s2] += wr * ge[s2];
                 }
-                if (gF) gF[(s * R + r) * in + j] = acc;
             }
         }
-        for (int64_t o = 0; o < out; ++o)
-            for (int64_t r = 0; r < R; ++r) gW[(o * R + r) * in + j] = gwj[r * out + o];
+        if (gF)
+            for (int64_t s = 0; s < n; ++s)
+                for (int64_t r = 0; r < R; ++r) gF[(s * R + r) * in + j] = gFj[r * n + s];
     }
 }
 
