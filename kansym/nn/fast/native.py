@@ -139,6 +139,7 @@ def available() -> bool:
             if not _state["tried"]:
                 try:
                     _lib = _build()
+                    _kernels.clear()
                 except OSError as exc:
                     _state["error"] = f"{type(exc).__name__}: {exc}"
                     warnings.warn(  # the library's user should know: a warning, shown once
@@ -156,7 +157,7 @@ def enable(on: bool = True) -> None:
 
 def usable(x: torch.Tensor) -> bool:
     """True when ``x`` can go through the native kernels: a CPU float32/float64 tensor, kernels available."""
-    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and available()
+    return x.is_cpu and (x.dtype is torch.float32 or x.dtype is torch.float64) and available()
 
 
 def _ptr(t: torch.Tensor) -> int:
@@ -166,6 +167,17 @@ def _ptr(t: torch.Tensor) -> int:
 def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``t`` in ``dtype``, contiguous; ``t`` itself when it already is (no dispatch: these calls are per step)."""
     return t if t.dtype == dtype and t.is_contiguous() else t.to(dtype).contiguous()
+
+
+_kernels: dict = {}
+
+
+def _kernel(name: str, dtype: torch.dtype):
+    """The C function ``name`` for ``dtype`` (``_f32``/``_f64``), looked up once."""
+    fn = _kernels.get((name, dtype))
+    if fn is None:
+        fn = _kernels[(name, dtype)] = getattr(_lib, f"{name}_{'f32' if dtype == torch.float32 else 'f64'}")
+    return fn
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -180,7 +192,8 @@ def _by_rows(run, n: int, row_elems: int) -> None:
     thread pool avoids mixing an OpenMP runtime with torch's.
     """
     global _pool, _pool_size
-    threads = min(torch.get_num_threads(), max(1, n * row_elems // _MIN_WORK))
+    work = n * row_elems
+    threads = 1 if work < 2 * _MIN_WORK else min(torch.get_num_threads(), work // _MIN_WORK)
     if threads <= 1:
         run(0, n)
         return
@@ -195,7 +208,7 @@ def _run_features(kernel: str, x: torch.Tensor, grid: tuple, ints: tuple, n_basi
     n, width = x.shape
     sig = torch.sigmoid(x) if with_base else None  # torch's vectorised exp
     out = torch.empty(n, n_basis + int(with_base), width, dtype=x.dtype)
-    fn = getattr(_lib, f"{kernel}_{'f32' if x.dtype == torch.float32 else 'f64'}")
+    fn = _kernel(kernel, x.dtype)
     rows, size = (n_basis + int(with_base)) * width, x.element_size()
     xp, sp, op, gps = _ptr(x), _ptr(sig if with_base else x), _ptr(out), [_ptr(t) for t in grid]
 
@@ -215,7 +228,7 @@ def _run_input_grad(kernel: str, g_feats: torch.Tensor, x: torch.Tensor, sig, gr
     n_basis = g_feats.shape[1] - int(with_base)
     sig = (sig if sig.is_contiguous() else sig.contiguous()) if with_base else x
     out = torch.empty(n, width, dtype=x.dtype)
-    fn = getattr(_lib, f"{kernel}_{'f32' if x.dtype == torch.float32 else 'f64'}")
+    fn = _kernel(kernel, x.dtype)
     rows, size = (n_basis + int(with_base)) * width, x.element_size()
     gp, xp, sp, op, gps = _ptr(g_feats), _ptr(x), _ptr(sig), _ptr(out), [_ptr(t) for t in grid]
 
@@ -274,11 +287,12 @@ def cubic_input_grad(
 def params_usable(*tensors: torch.Tensor) -> bool:
     """True when the layer parameters can go through :func:`weight` / :func:`param_grads`."""
     dtype = tensors[0].dtype
-    return (
-        dtype in (torch.float32, torch.float64)
-        and all(t.device.type == "cpu" and t.dtype == dtype and t.is_contiguous() for t in tensors)
-        and available()
-    )
+    if dtype is not torch.float32 and dtype is not torch.float64:
+        return False
+    for t in tensors:  # a plain loop: this runs several times per layer and step
+        if t.dtype is not dtype or not t.is_cpu or not t.is_contiguous():
+            return False
+    return available()
 
 
 def weight(
@@ -347,7 +361,12 @@ def _pieces(plan) -> torch.Tensor:
 
 
 def _plan_tensors(plan, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return tuple(_as(t, dtype) for t in (plan.rows, plan.origins, _pieces(plan)))
+    """Knots, origins and pieces of a piecewise plan in ``dtype``, contiguous; cached on the plan per dtype."""
+    cache = plan.__dict__.setdefault("_native_tensors", {})
+    grid = cache.get(dtype)
+    if grid is None:
+        grid = cache[dtype] = tuple(_as(t, dtype) for t in (plan.rows, plan.origins, _pieces(plan)))
+    return grid
 
 
 def piecewise_features(x: torch.Tensor, plan, with_base: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
