@@ -72,8 +72,103 @@ static void bwd_row_SUF(const T *restrict gb, const T *restrict xr, const T *res
 
 /* out (n, K + wb, in): rows wb + i get -6 B_i(x); with wb, row 0 gets silu(x) = x sig(x),
    sig (n, in) given. */
+/* Narrow layers (in < NARROW): rows in blocks of BLOCK / in inputs, the four polynomials
+   computed over the whole block (vectorised across rows; t0 and inv_h repeated per row), then
+   F zeroed and the four nonzero values of each input stored at their rows. */
+static void cubic_fwd_narrow_SUF(const T *x, const T *sig, const T *t0, const T *inv_h, int64_t n,
+                                 int64_t in, int64_t K, int64_t wb, T *out) {
+    T te[BLOCK], he[BLOCK], mm[BLOCK], v0[BLOCK], v1[BLOCK], v2[BLOCK], v3[BLOCK];
+    int64_t per = BLOCK / in, R = K + wb;
+    for (int64_t e = 0; e < per * in; ++e) {
+        te[e] = t0[e % in];
+        he[e] = inv_h[e % in];
+    }
+    for (int64_t r0 = 0; r0 < n; r0 += per) {
+        int64_t nr = r0 + per < n ? per : n - r0, w = nr * in;
+        const T *restrict xb = x + r0 * in;
+        T *restrict ob = out + r0 * R * in;
+        for (int64_t e = 0; e < w; ++e) {
+            T s = (xb[e] - te[e]) * he[e];
+            T m = FLOOR(s), t = s - m, u = 1 - t, t2 = t * t;
+            m = m < -8 ? -8 : m > (T)(K + 8) ? (T)(K + 8) : m; /* +-inf: far outside, no row */
+            mm[e] = s != s ? -16 : m - 3; /* -16: a NaN input, handled below */
+            v0[e] = -(u * u * u);
+            v1[e] = -((3 * t - 6) * t2 + 4);
+            v2[e] = -(((-3 * t + 3) * t + 3) * t + 1);
+            v3[e] = -(t2 * t);
+        }
+        for (int64_t e = 0; e < nr * R * in; ++e) ob[e] = 0;
+        for (int64_t r = 0; r < nr; ++r) {
+            T *restrict o = ob + r * R * in;
+            for (int64_t j = 0; j < in; ++j) {
+                int64_t e = r * in + j, m = (int64_t)mm[e];
+                if (m == -16) { /* NaN in every basis */
+                    for (int64_t i = 0; i < K; ++i) o[(wb + i) * in + j] = xb[e];
+                    continue;
+                }
+                T vq[4] = {v0[e], v1[e], v2[e], v3[e]};
+                for (int64_t q = 0; q < 4; ++q)
+                    if (m + q >= 0 && m + q < K) o[(wb + m + q) * in + j] = vq[q];
+            }
+            if (wb) {
+                const T *restrict sr = sig + (r0 + r) * in, *restrict xr = xb + r * in;
+                for (int64_t j = 0; j < in; ++j) o[j] = xr[j] * sr[j];
+            }
+        }
+    }
+}
+
+/* Its input gradient: the four derivatives over the block, then the four matching entries
+   of g gathered per input. */
+static void cubic_bwd_narrow_SUF(const T *g, const T *x, const T *sig, const T *t0, const T *inv_h,
+                                 int64_t n, int64_t in, int64_t K, int64_t wb, T *gx) {
+    T te[BLOCK], he[BLOCK], mm[BLOCK], d0[BLOCK], d1[BLOCK], d2[BLOCK], d3[BLOCK];
+    int64_t per = BLOCK / in, R = K + wb;
+    for (int64_t e = 0; e < per * in; ++e) {
+        te[e] = t0[e % in];
+        he[e] = inv_h[e % in];
+    }
+    for (int64_t r0 = 0; r0 < n; r0 += per) {
+        int64_t nr = r0 + per < n ? per : n - r0, w = nr * in;
+        const T *restrict xb = x + r0 * in;
+        for (int64_t e = 0; e < w; ++e) {
+            T h = he[e], s = (xb[e] - te[e]) * h;
+            T m = FLOOR(s), t = s - m, u = 1 - t;
+            m = m < -8 ? -8 : m > (T)(K + 8) ? (T)(K + 8) : m;
+            mm[e] = s != s ? -16 : m - 3;
+            d0[e] = 3 * u * u * h;
+            d1[e] = -(9 * t - 12) * t * h;
+            d2[e] = -((-9 * t + 6) * t + 3) * h;
+            d3[e] = -3 * t * t * h;
+        }
+        for (int64_t r = 0; r < nr; ++r) {
+            const T *restrict gr = g + (r0 + r) * R * in;
+            T *restrict o = gx + (r0 + r) * in;
+            for (int64_t j = 0; j < in; ++j) {
+                int64_t e = r * in + j, m = (int64_t)mm[e];
+                if (m == -16) {
+                    o[j] = xb[e];
+                    continue;
+                }
+                T dq[4] = {d0[e], d1[e], d2[e], d3[e]}, acc = 0;
+                for (int64_t q = 0; q < 4; ++q)
+                    if (m + q >= 0 && m + q < K) acc += gr[(wb + m + q) * in + j] * dq[q];
+                o[j] = acc;
+            }
+            if (wb) {
+                const T *restrict sr = sig + (r0 + r) * in, *restrict xr = xb + r * in;
+                for (int64_t j = 0; j < in; ++j) o[j] += gr[j] * (sr[j] * (1 + xr[j] * (1 - sr[j])));
+            }
+        }
+    }
+}
+
 void kansym_cubic_fwd_SUF(const T *x, const T *sig, const T *t0, const T *inv_h, int64_t n,
                           int64_t in, int64_t K, int64_t wb, T *out) {
+    if (in < NARROW) {
+        cubic_fwd_narrow_SUF(x, sig, t0, inv_h, n, in, K, wb, out);
+        return;
+    }
     for (int64_t r = 0; r < n; ++r) {
         const T *restrict xr = x + r * in;
         T *restrict o = out + r * (K + wb) * in;
@@ -90,6 +185,10 @@ void kansym_cubic_fwd_SUF(const T *x, const T *sig, const T *t0, const T *inv_h,
    g[:, 0] silu'(x) = g[:, 0] sig (1 + x (1 - sig)), sig (n, in) given. */
 void kansym_cubic_bwd_SUF(const T *g, const T *x, const T *sig, const T *t0, const T *inv_h,
                           int64_t n, int64_t in, int64_t K, int64_t wb, T *gx) {
+    if (in < NARROW) {
+        cubic_bwd_narrow_SUF(g, x, sig, t0, inv_h, n, in, K, wb, gx);
+        return;
+    }
     for (int64_t r = 0; r < n; ++r) {
         const T *restrict xr = x + r * in, *restrict gr = g + r * (K + wb) * in;
         T *restrict o = gx + r * in;
@@ -312,7 +411,7 @@ void kansym_param_grads_SUF(const T *restrict gw, const T *restrict coef, const 
 }
 """
 
-_SOURCE = "#include <math.h>\n#include <stdint.h>\n#define BLOCK 256\n#define KMAX 7\n" + "".join(
+_SOURCE = "#include <math.h>\n#include <stdint.h>\n#define BLOCK 256\n#define KMAX 7\n#define NARROW 8\n" + "".join(
     _TEMPLATE.replace("SUF", suffix).replace("FLOOR", floor).replace("T ", f"{ctype} ").replace("(T)", f"({ctype})")
     .replace("T *", f"{ctype} *")
     for ctype, suffix, floor in (("float", "f32", "floorf"), ("double", "f64", "floor"))
