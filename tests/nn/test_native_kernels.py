@@ -118,21 +118,27 @@ def test_float32_layer_matches_float64_reference(kernels):
     torch.testing.assert_close(grads[0].double(), ref_grads[0], atol=2e-3, rtol=1e-3)
 
 
+@pytest.mark.parametrize("width", [3, 12], ids=["narrow", "wide"])  # the native kernels' two layouts
 @pytest.mark.parametrize("updated", [False, True], ids=["uniform", "updated-grid"])
-def test_nan_input_gives_nan_features_like_the_torch_kernels(kernels, updated):
+def test_nan_input_gives_nan_features_like_the_torch_kernels(kernels, updated, width):
     gen = torch.Generator().manual_seed(2)
-    layer = _layer(3, 2, 5, gen, torch.float64)
+    layer = _layer(width, 2, 5, gen, torch.float64)
     if updated:
-        layer.update_grid(torch.randn(300, 3, generator=gen, dtype=torch.float64) ** 3)
+        layer.update_grid(torch.randn(300, width, generator=gen, dtype=torch.float64) ** 3)
         assert layer.plan().piecewise
-    x = torch.zeros(4, 3, dtype=torch.float64)
+    x = torch.zeros(4, width, dtype=torch.float64)
     x[1, 2] = float("nan")
     x[2, 0] = float("inf")
+    x[2, 1] = -float("inf")
     basis = layer.basis(x)
     assert torch.isnan(basis[1, 2]).all() and not torch.isnan(basis[[0, 2, 3]]).any()
-    assert torch.equal(basis[2, 0].abs(), torch.zeros_like(basis[2, 0]))  # +inf is outside the grid: 0 (the limit)
+    assert torch.equal(basis[2, :2].abs(), torch.zeros_like(basis[2, :2]))  # +-inf is outside the grid: 0 (the limit)
+    x.requires_grad_(True)
     out = layer(x)
     assert torch.isnan(out[1]).all() and torch.isfinite(out[[0, 3]]).all()
+    out[[0, 1, 3]].sum().backward()
+    assert torch.isnan(x.grad[1, 2]) and torch.isfinite(x.grad[[0, 3]]).all()
+    assert torch.isfinite(x.grad[1, torch.arange(width) != 2]).all()
 
 
 @needs_cc
