@@ -212,7 +212,7 @@ def data_options(fn):
 
 
 def symbolic_options(fn):
-    fn = click.option("--r2-threshold", default=0.999, show_default=True, type=float, help="R² an edge's primitive must reach.")(fn)
+    fn = click.option("--r2-threshold", default=0.999, show_default=True, type=click.FloatRange(0, 1, min_open=True), help="R² an edge's primitive must reach.")(fn)
     fn = click.option("--complexity-weight", default=0.05, show_default=True, type=float, help="Weight w of the choice of formula: minimise log10(error) + w * complexity (1, 2 inputs: direct search vs the KAN's formula).")(fn)
     fn = click.option("--lib", default=None, help="Comma-separated primitive names for edges (default: all), e.g. sin,exp,x^2.")(fn)
     fn = click.option("--theta", default=1e-2, show_default=True, type=float, help="Node pruning threshold.")(fn)
@@ -223,8 +223,8 @@ def model_options(fn):
     fn = click.option("--resume", default=None, type=click.Path(dir_okay=False), help="Continue the run interrupted (Ctrl-C) into this checkpoint; give the same data.")(fn)
     fn = click.option("--space", type=click.Choice(["auto", "linear", "log"]), default="auto", show_default=True, help="Learn in log space (positive multiplicative laws) or linear space.")(fn)
     fn = click.option("--lamb", default=None, type=float, help="Sparsification strength lamb of the L1 + entropy penalty.  [default: 0.2]")(fn)
-    fn = click.option("--steps", default=None, type=int, help="LBFGS steps of the sparsifying training.  [default: 20]")(fn)
-    fn = click.option("--grid-size", default=5, show_default=True, type=int, help="B-spline grid intervals G.")(fn)
+    fn = click.option("--steps", default=None, type=click.IntRange(min=1), help="LBFGS steps of the sparsifying training.  [default: 20]")(fn)
+    fn = click.option("--grid-size", default=5, show_default=True, type=click.IntRange(min=1), help="B-spline grid intervals G.")(fn)
     fn = click.option("--hidden", default="5", show_default=True, help="Hidden layer widths, e.g. 5 or 5,3.")(fn)
     return fn
 
@@ -236,7 +236,7 @@ def model_options(fn):
 @click.option("--out-dir", "-o", default="kansym-out", show_default=True, type=click.Path(), help="Directory for model.pt, pruned.pt, formula.json, formula.tex, graph.json.")
 @click.option("--force", is_flag=True, help="Overwrite existing output files not written by kansym.")
 @click.option("--plots", default=None, type=click.Path(file_okay=False), help="Also write diagram.png, report.png and curves.png of the run in this directory.")
-@click.option("--finetune-steps", default=None, type=int, help="LBFGS steps of the fine-tuning after pruning.  [default: 20]")
+@click.option("--finetune-steps", default=None, type=click.IntRange(min=1), help="LBFGS steps of the fine-tuning after pruning.  [default: 20]")
 @click.option("--backend", type=click.Choice(["kan", "pysr"]), default="kan", show_default=True, help="kan: KAN pipeline; pysr: whole-formula search with PySR (pip install 'kansym[pysr]'; needs Julia), writes formula.json/.tex only.")
 @click.option("--units", default=None, help="Units of every input and the target: a CSV (column,unit) or JSON ({\"column\": \"unit\"}) file, or inline \"v=m/s,c=m/s,E=kg*m^2/s^2\"; the law is first reduced to dimensionless groups (AI Feynman's dimensional analysis). Each unit name is a base dimension: write N as kg*m/s^2.")
 @common_options

@@ -227,12 +227,12 @@ def test_resuming_a_finished_model_is_refused(runner, tmp_path, kan_checkpoint, 
 # ------------------------------------------------------------------------------------------ options
 
 KAN_OPTIONS = [
-    (["--theta", "-1"], "theta"), (["--theta", "nan"], "theta"), (["--grid-size", "0"], "grid_size"),
+    (["--theta", "-1"], "theta"), (["--theta", "nan"], "theta"), (["--grid-size", "0"], "'--grid-size': 0 is not in the range x>=1"),
     (["--hidden", "5,0"], "--hidden widths must be >= 1"), (["--hidden", ""], "--hidden"),
     (["--hidden", "0"], "--hidden"), (["--device", "foo"], "unknown device 'foo'"), (["--device", "cuda:7"], "cuda"),
     (["--device", "mps"], "mps"), (["--device", "meta"], "unsupported device"), (["--lamb", "-0.1"], "--lamb"),
-    (["--lamb", "nan"], "--lamb"), (["--steps", "0"], "steps"), (["--finetune-steps", "0"], "--finetune-steps"),
-    (["--r2-threshold", "2"], "r2_threshold"), (["--lib", "sin,bogus"], "bogus"), (["--space", "cubic"], "cubic"),
+    (["--lamb", "nan"], "--lamb"), (["--steps", "0"], "'--steps': 0 is not in the range x>=1"), (["--finetune-steps", "0"], "--finetune-steps"),
+    (["--r2-threshold", "2"], "'--r2-threshold': 2.0 is not in the range 0<x<=1"), (["--lib", "sin,bogus"], "bogus"), (["--space", "cubic"], "cubic"),
     (["--grid-size", "x"], "--grid-size"),
 ]
 
@@ -256,7 +256,7 @@ def test_impossible_train_options_fail_before_any_work(runner, tmp_path, args, n
 @pytest.mark.parametrize("command, args, needle", [
     ("prune", ["--theta", "-1"], "--theta must be"), ("prune", ["--theta", "inf"], "--theta must be"),
     ("prune", ["--device", "tpu"], "tpu"),
-    ("symbolify", ["--r2-threshold", "0"], "r2_threshold"), ("symbolify", ["--lib", "nope"], "nope"),
+    ("symbolify", ["--r2-threshold", "0"], "'--r2-threshold': 0.0 is not in the range 0<x<=1"), ("symbolify", ["--lib", "nope"], "nope"),
     ("symbolify", ["--device", "cuda:1"], "cuda"),
     ("graph", ["--device", "xla"], "xla"),
     ("plot", ["--beta", "nan"], "--beta must be"), ("plot", ["--theta", "-1"], "--theta must be"),
@@ -277,7 +277,7 @@ GPT_TINY = ["--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--block-size",
     (["--n-head", "0"], "n_head"), (["--lr", "-1"], "learning rates"), (["--dropout", "1"], "dropout"),
     (["--lamb", "-1"], "lamb"), (["--device", "foo"], "unknown device"), (["--device", "cuda:9"], "cuda"),
     (["--max-iters", "0"], "max_iters"), (["--batch-size", "0"], "batch_size"),
-    (["--ffn", "kan", "--grid-size", "0"], "grid_size"), (["--ffn", "rnn"], "unknown FFN"),
+    (["--ffn", "kan", "--grid-size", "0"], "'--grid-size': 0 is not in the range x>=1"), (["--ffn", "rnn"], "unknown FFN"),
     (["--ffn", "kan", "--kan-hidden", "-2"], "hidden width"), (["--basis", "wavelet"], "wavelet"),
 ])
 def test_impossible_gpt_train_options_fail_before_any_work(runner, tmp_path, args, needle, one_line_error):
