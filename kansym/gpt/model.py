@@ -55,8 +55,9 @@ class CausalSelfAttention(nn.Module):
         self.head_order = tuple(range(self.n_head)) if head_order is None else tuple(int(h) for h in head_order)
         if sorted(self.head_order) != list(range(self.n_head)):
             raise ConfigError(f"head order {list(self.head_order)} is not a permutation of 0..{self.n_head - 1}")
-        self._attn_index: torch.Tensor | None = None
-        self._proj_index: torch.Tensor | None = None
+        # index buffers (not saved: rebuilt from head_order) that follow the module's .to(device)
+        for name in ("_attn_index", "_proj_index", "_order", "_inverse"):
+            self.register_buffer(name, None, persistent=False)
         if self.head_order != tuple(range(self.n_head)):
             inv = [0] * self.n_head
             for s, h in enumerate(self.head_order):
@@ -83,7 +84,7 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         w_attn, b_attn, w_proj = self.c_attn.weight, self.c_attn.bias, self.c_proj.weight
         if self._attn_index is not None:  # stored (permuted) head order -> original order
-            ia, ip = self._attn_index.to(x.device), self._proj_index.to(x.device)
+            ia, ip = self._attn_index, self._proj_index
             w_attn, w_proj = w_attn[ia], w_proj[:, ip]  # (3C, C), (C, C)
             b_attn = None if b_attn is None else b_attn[ia]
         q, k, v = F.linear(x, w_attn, b_attn).split(C, dim=2)  # 3 x (B, T, C)
@@ -95,8 +96,7 @@ class CausalSelfAttention(nn.Module):
         if self._proj_index is None:
             y = self.head_out(y)  # (B, H, T, hs)
         else:  # hooks see the stored order
-            order, inv = self._order.to(y.device), self._inverse.to(y.device)
-            y = self.head_out(y[:, order])[:, inv]  # (B, H, T, hs)
+            y = self.head_out(y[:, self._order])[:, self._inverse]  # (B, H, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         return self.resid_dropout(F.linear(y, w_proj, self.c_proj.bias))
 

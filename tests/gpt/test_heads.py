@@ -157,6 +157,18 @@ def test_ortho_penalty_is_mean_of_pair_means():
     assert model.blocks[0].attn.c_proj.weight.grad.abs().max() > 0
 
 
+def test_reordered_heads_index_buffers_move_with_the_model_and_are_not_saved():
+    model = reorder_heads(KANGPT(tiny_config(n_layer=1, n_head=4, n_embd=16, seed=3)), {0: [2, 0, 3, 1]}).eval()
+    attn = model.blocks[0].attn
+    buffers = dict(attn.named_buffers())
+    assert torch.equal(buffers["_order"], torch.tensor([2, 0, 3, 1]))  # module buffers: .to(device) moves them once
+    assert buffers["_attn_index"].shape == (48,) and buffers["_proj_index"].shape == (16,)
+    assert not any("index" in k or "_order" in k or "_inverse" in k for k in model.state_dict())
+    idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(0))
+    double = model.to(torch.float64)  # integer index buffers keep their dtype
+    assert attn._attn_index.dtype == torch.int64 and torch.isfinite(double(idx)[0]).all()
+
+
 def test_cluster_order_groups_similar_heads():
     S = torch.full((4, 4), 0.1)
     S[0, 2] = S[2, 0] = S[1, 3] = S[3, 1] = 0.9
