@@ -209,6 +209,20 @@ def _short(expr: Any, limit: int = 110) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _complexity(entry: Any, get: Any) -> float:
+    """The entry's expression-tree complexity (:func:`kansym.symbolic.pareto.expression_complexity`, the measure
+    of the CLI's Pareto front), or its stored ``complexity`` when it carries no readable expression."""
+    import sympy
+
+    from kansym.symbolic.pareto import expression_complexity
+
+    try:
+        expr = entry["sympy"] if isinstance(entry, Mapping) else entry.expr
+        return float(expression_complexity(expr))
+    except (KeyError, AttributeError, TypeError, ValueError, SyntaxError, sympy.SympifyError):
+        return float(get(entry, "complexity"))
+
+
 def _front_panel(ax: Any, front: Sequence[Any] | None) -> int:
     """Complexity vs error of the tried formulas; the Pareto front joined; the choice starred."""
     if not front:
@@ -220,7 +234,7 @@ def _front_panel(ax: Any, front: Sequence[Any] | None) -> int:
     def get(c: Any, key: str) -> Any:
         return c[key] if isinstance(c, Mapping) else getattr(c, key)
 
-    comp = np.array([float(get(c, "complexity")) for c in front])
+    comp = np.array([_complexity(c, get) for c in front])
     err = np.array([float(get(c, "error")) for c in front])
     ok = np.isfinite(err)
     floor = max(float(err[ok & (err > 0)].min()) if (ok & (err > 0)).any() else 1e-12, 1e-16)
@@ -235,7 +249,7 @@ def _front_panel(ax: Any, front: Sequence[Any] | None) -> int:
         k = chosen[-1]
         ax.scatter([comp[k]], [err_plot[k]], marker="*", s=160, color="gold", edgecolor="black", zorder=5, label="chosen")
     ax.set_yscale("log")
-    ax.set_xlabel("complexity")
+    ax.set_xlabel("complexity (expression nodes)")
     ax.set_ylabel("normalised RMS error")
     ax.set_title("formulas tried", fontsize=9)
     ax.legend(fontsize=7)

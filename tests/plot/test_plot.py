@@ -180,6 +180,24 @@ def test_report_and_curves_draw_their_panels():
     assert (c.n_steps, c.n_finetune_steps) == (5, 5)
 
 
+def test_report_front_uses_the_expression_complexity_of_the_cli_pareto_front():
+    import sympy
+
+    from kansym.symbolic.pareto import expression_complexity
+
+    bundle = make_bundle()
+    a, b = sympy.symbols("x0 x1", real=True)
+    # formula.json candidates: an edge-complexity sum and the expression; the panel plots the latter
+    front = [{"sympy": "exp(x1**2 + sin(pi*x0))", "complexity": 7, "error": 0.01, "accepted": True},
+             {"sympy": "1.3*x0 + 2.1", "complexity": 2, "error": 0.5, "accepted": False},
+             {"complexity": 4, "error": 0.2, "accepted": False}]  # no expression: its stored complexity
+    r = plot_report(bundle, sympy.sin(sympy.pi * a) + b**2, front=front)
+    panel = next(ax for ax in r.figure.axes if ax.get_title() == "formulas tried")
+    xs = panel.collections[0].get_offsets()[:, 0].tolist()
+    assert xs == [expression_complexity(sympy.sympify("exp(x1**2 + sin(pi*x0))")), 7.0, 4.0]
+    assert panel.get_xlabel() == "complexity (expression nodes)"
+
+
 def test_bad_requests_are_one_line_errors(runner, ckpt, tmp_path):
     pt = str(ckpt / "pruned.pt")
     _one_line_error(runner.invoke(cli, ["plot", pt, "--kind", "pie", "-o", str(tmp_path / "a.png")]), "pie")
