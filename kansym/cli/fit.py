@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shlex
+import signal
+import threading
 from pathlib import Path
 
 import click
@@ -12,8 +15,51 @@ import click
 from kansym.cli.common import CLIError, check_device, common_options, prepare_out_dir, run_safely, setup_logging
 from kansym.errors import ConfigError, FitError, KansymError
 
-# exit status of a run stopped by Ctrl-C (128 + SIGINT), as shells report it
+# exit status of a run stopped by Ctrl-C (128 + SIGINT) or by SIGTERM (128 + 15), as shells report them
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+_terminated = threading.Event()  # set by the SIGTERM handler of _stop_on_sigterm
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm():
+    """Within the block, SIGTERM (``kill``, a batch scheduler's time limit) stops training like Ctrl-C.
+
+    The handler raises ``KeyboardInterrupt``, so the training loop rolls back to its
+    last completed step and the command saves the same resumable checkpoint as for
+    Ctrl-C (exit status 143 instead of 130). A SIGTERM the caller chose to ignore stays
+    ignored, and off the main thread (where Python cannot install handlers) nothing
+    changes; the previous handler is restored on leaving.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        yield
+        return
+
+    def on_sigterm(signum, frame):
+        _terminated.set()
+        raise KeyboardInterrupt("SIGTERM")
+
+    _terminated.clear()
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _remove_finished_checkpoint(resume: str | None, ckpt: Path, quiet: bool) -> None:
+    """After a resumed run has finished, delete the interrupted run's checkpoint it continued, if kansym wrote it there.
+
+    Only the file this command itself saves on an interruption (``OUT/interrupted.pt``
+    or ``OUTPUT.interrupted.pt``) is removed; a checkpoint resumed from anywhere else
+    is the user's and stays.
+    """
+    if resume is None or Path(resume).resolve() != ckpt.resolve() or not ckpt.is_file():
+        return
+    ckpt.unlink()
+    if not quiet:
+        click.echo(f"removed {ckpt}: the run it saved has now finished", err=True)
 
 EXAMPLES = {
     # name: (target, inputs) of the datasets shipped in kansym/data
@@ -188,18 +234,20 @@ def _interrupted(stop: KeyboardInterrupt, path: Path, *, force: bool, protect: l
 
     bundle = getattr(stop, "bundle", None)
     if bundle is None:  # Ctrl-C outside the training loop (fine-tuning, symbolification, set-up)
-        click.echo("interrupted outside the training loop; nothing was written (run the command again)", err=True)
-        return click.exceptions.Exit(EXIT_INTERRUPTED)
+        what, status = ("terminated (SIGTERM)", EXIT_TERMINATED) if _terminated.is_set() else ("interrupted", EXIT_INTERRUPTED)
+        click.echo(f"{what} outside the training loop; nothing was written (run the command again)", err=True)
+        return click.exceptions.Exit(status)
     done, total = stop.state.step, bundle.meta["train_config"]["steps"]
+    what, status = ("terminated (SIGTERM)", EXIT_TERMINATED) if _terminated.is_set() else ("interrupted", EXIT_INTERRUPTED)
     try:
         check_output_file(path, force=force, protect=protect)
         bundle.save(path, protect=protect)
     except KansymError as exc:
-        click.echo(f"interrupted after {done} of {total} steps; could not save a resumable checkpoint: {exc}", err=True)
-        return click.exceptions.Exit(EXIT_INTERRUPTED)
-    click.echo(f"interrupted after {done} of {total} steps; saved a resumable checkpoint to {path}; "
+        click.echo(f"{what} after {done} of {total} steps; could not save a resumable checkpoint: {exc}", err=True)
+        return click.exceptions.Exit(status)
+    click.echo(f"{what} after {done} of {total} steps; saved a resumable checkpoint to {path}; "
                f"continue with: {command}", err=True)
-    return click.exceptions.Exit(EXIT_INTERRUPTED)
+    return click.exceptions.Exit(status)
 
 
 def data_options(fn):
@@ -279,8 +327,9 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
     _check_same_columns(table, resumed, resume)
     _announce(table, config, quiet, resumed)
     try:
-        result = discover(table.x, table.y, table.input_names, table.target_names, config,
-                          progress=None if not quiet else False, resume=resumed)
+        with _stop_on_sigterm():
+            result = discover(table.x, table.y, table.input_names, table.target_names, config,
+                              progress=None if not quiet else False, resume=resumed)
     except FitError as exc:
         raise CLIError(f"{exc}; nothing was written to {out}") from exc
     except KeyboardInterrupt as stop:
@@ -302,6 +351,7 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
     from kansym.graph.io import write_json
 
     write_json(result.graph, out / "graph.json")
+    _remove_finished_checkpoint(resume, out / "interrupted.pt", quiet)
     if not quiet:
         click.echo(f"model: {list(result.trained.model.width)} -> pruned {list(result.prune_result.model.width)} (theta={theta})", err=True)
     print_formulas(result.formulas)
@@ -404,8 +454,9 @@ def train_command(ctx, data, target, inputs, example, dropna, hidden, grid_size,
     _check_same_columns(table, resumed, resume)
     _announce(table, config, quiet, resumed)
     try:
-        bundle = train_bundle(table.x, table.y, table.input_names, table.target_names, config,
-                              progress=None if not quiet else False, resume=resumed)
+        with _stop_on_sigterm():
+            bundle = train_bundle(table.x, table.y, table.input_names, table.target_names, config,
+                                  progress=None if not quiet else False, resume=resumed)
     except FitError as exc:
         kept = f"{out} was left as it was" if out.exists() else f"{out} was not written"
         raise CLIError(f"{exc}; {kept}") from exc
@@ -414,6 +465,7 @@ def train_command(ctx, data, target, inputs, example, dropna, hidden, grid_size,
         command = _resume_command(ctx, data, example, target, inputs, dropna, "-o", output, ckpt)
         raise _interrupted(stop, ckpt, force=force, protect=protect, command=command) from None
     bundle.save(out, protect=protect)
+    _remove_finished_checkpoint(resume, out.with_name(f"{out.stem}.interrupted.pt"), quiet)
     hist = bundle.meta["history"]
     click.echo(json.dumps({"checkpoint": str(out), "width": list(bundle.model.width), "space": bundle.meta["space"],
                            "train_loss": hist["train_loss"][-1] if hist.get("train_loss") else None}))

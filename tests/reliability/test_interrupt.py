@@ -113,6 +113,39 @@ def test_sigint_during_train_saves_a_checkpoint_that_resumes_to_the_same_model(t
     assert "resume" not in a.meta  # a finished model, no longer resumable
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="needs SIGTERM delivery to a child")
+def test_sigterm_during_train_saves_a_checkpoint_and_the_finished_resume_removes_it(tmp_path):
+    data = _csv(tmp_path / "d.csv")
+    out = tmp_path / "m.pt"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kansym", "train", str(data), "-t", "f", "-o", str(out), "--steps", "1000000",
+         "--hidden", "3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stderr.readline().startswith("training a [2, 3, 1] KAN")  # right before the training loop
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGTERM)  # kill, or a batch scheduler at its time limit
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, stderr  # 128 + SIGTERM
+    ckpt = tmp_path / "m.interrupted.pt"
+    match = re.search(r"terminated \(SIGTERM\) after (\d+) of 1000000 steps; saved a resumable checkpoint to (\S+);",
+                      stderr)
+    assert match and match.group(2) == str(ckpt) and "Traceback" not in stderr, stderr
+    assert not out.exists()
+    done = int(match.group(1))
+    # resuming into the same output finishes the run and removes the checkpoint kansym wrote for it
+    resumed = CliRunner().invoke(cli, ["train", str(data), "-t", "f", "-o", str(out), "--resume", str(ckpt),
+                                       "--steps", str(done + 2)])
+    assert resumed.exit_code == 0, resumed.output
+    assert out.exists() and not ckpt.exists()
+    assert f"removed {ckpt}: the run it saved has now finished" in resumed.stderr
+    assert len(ModelBundle.load(out).meta["history"]["step"]) == done + 2
+
+
 @pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal dispositions")
 def test_train_started_with_sigint_ignored_says_ctrl_c_cannot_stop_it(tmp_path):
     # what the `kansym train` child of a backgrounded pytest inherited; it must not promise a checkpoint
