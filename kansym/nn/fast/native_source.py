@@ -72,6 +72,14 @@ static void bwd_row_SUF(const T *restrict gb, const T *restrict xr, const T *res
 
 /* out (n, K + wb, in): rows wb + i get -6 B_i(x); with wb, row 0 gets silu(x) = x sig(x),
    sig (n, in) given. */
+/* t0 and inv_h repeated for `per` rows of `in` inputs (te, he: BLOCK entries). */
+static void repeat_grid_SUF(const T *t0, const T *inv_h, int64_t in, int64_t per, T *te, T *he) {
+    for (int64_t e = 0; e < per * in; ++e) {
+        te[e] = t0[e % in];
+        he[e] = inv_h[e % in];
+    }
+}
+
 /* Narrow layers (in < NARROW): rows in blocks of BLOCK / in inputs, the four polynomials
    computed over the whole block (vectorised across rows; t0 and inv_h repeated per row), then
    F zeroed and the four nonzero values of each input stored at their rows. */
@@ -79,10 +87,7 @@ static void cubic_fwd_narrow_SUF(const T *x, const T *sig, const T *t0, const T 
                                  int64_t in, int64_t K, int64_t wb, T *out) {
     T te[BLOCK], he[BLOCK], mm[BLOCK], v0[BLOCK], v1[BLOCK], v2[BLOCK], v3[BLOCK];
     int64_t per = BLOCK / in, R = K + wb;
-    for (int64_t e = 0; e < per * in; ++e) {
-        te[e] = t0[e % in];
-        he[e] = inv_h[e % in];
-    }
+    repeat_grid_SUF(t0, inv_h, in, per, te, he);
     for (int64_t r0 = 0; r0 < n; r0 += per) {
         int64_t nr = r0 + per < n ? per : n - r0, w = nr * in;
         const T *restrict xb = x + r0 * in;
@@ -124,10 +129,7 @@ static void cubic_bwd_narrow_SUF(const T *g, const T *x, const T *sig, const T *
                                  int64_t n, int64_t in, int64_t K, int64_t wb, T *gx) {
     T te[BLOCK], he[BLOCK], mm[BLOCK], d0[BLOCK], d1[BLOCK], d2[BLOCK], d3[BLOCK];
     int64_t per = BLOCK / in, R = K + wb;
-    for (int64_t e = 0; e < per * in; ++e) {
-        te[e] = t0[e % in];
-        he[e] = inv_h[e % in];
-    }
+    repeat_grid_SUF(t0, inv_h, in, per, te, he);
     for (int64_t r0 = 0; r0 < n; r0 += per) {
         int64_t nr = r0 + per < n ? per : n - r0, w = nr * in;
         const T *restrict xb = x + r0 * in;
