@@ -10,7 +10,8 @@ Signal Processing Magazine 16(6), eq. 8)::
 
 On other grids (after ``update_grid``), of any order up to 7, they are the per-interval
 polynomials of :func:`kansym.nn.fast.plan.make_plan`, evaluated by Horner's rule after a
-branch-free count of the knots below the input. Tensor code has to evaluate a closed
+count of the knots below the input (one feature at a time, the count vectorised across a
+block of samples; for cubics the four polynomials of a sample form one 4-lane vector). Tensor code has to evaluate a closed
 form for all ``K = G + k`` functions of every input; these kernels compute the ``k + 1``
 polynomials once per input and write ``F`` (zeros elsewhere) or, in the backward, the
 derivatives times the matching entries of ``dL/dF``, so ``dF/dx`` is never stored. The
@@ -337,7 +338,7 @@ def _pieces(plan) -> torch.Tensor:
     """The plan's table compacted to the ``k + 1`` bases that can be nonzero in each slot.
 
     ``(in (M + 1), 2, k + 1, k + 1)``: for slot ``s`` (interval ``s - 1``), entry
-    ``[d, q, e]`` is the coefficient of ``u^e`` of basis ``i = s - 1 - k + q`` (``d = 0``)
+    ``[d, e, q]`` is the coefficient of ``u^e`` of basis ``i = s - 1 - k + q`` (``d = 0``)
     or of its derivative (``d = 1``); 0 where ``i`` is outside ``0..K-1``. Built once per
     plan.
     """
@@ -354,8 +355,8 @@ def _pieces(plan) -> torch.Tensor:
     for d in (0, 1):
         cols = (idx + d * n_basis).unsqueeze(1).expand(-1, k + 1, -1)  # (rows, k + 1 [e], k + 1 [q])
         part = torch.gather(table, 2, cols) * valid.unsqueeze(1)  # (rows, e, q)
-        parts.append(part.transpose(1, 2))  # (rows, q, e)
-    pieces = torch.stack(parts, dim=1).contiguous()  # (rows, 2, q, e)
+        parts.append(part)  # (rows, e, q)
+    pieces = torch.stack(parts, dim=1).contiguous()  # (rows, 2, e, q)
     object.__setattr__(plan, "_native_pieces", pieces)  # a frozen plan: cached on the instance, dies with it
     return pieces
 

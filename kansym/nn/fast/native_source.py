@@ -203,86 +203,124 @@ void kansym_cubic_bwd_SUF(const T *g, const T *x, const T *sig, const T *t0, con
     }
 }
 
-/* Any knots, any order k <= KMAX: per input, its slot s = #{knots <= x} (M knots per
-   feature, sorted), the local variable u = x - origins[slot] and, by Horner's rule on
-   the plan's table (rows in*(M+1), k+1, 2K: values then derivatives), the k + 1
-   polynomials of the bases i = s - 1 - k + q that can be nonzero there; then the same
-   blends as the uniform kernels. d = 0 gives values, d = 1 derivatives. */
-static void pw_row_SUF(const T *restrict xr, const T *restrict knots, const T *restrict origins,
-                       const T *restrict table, int64_t in, int64_t j0, int64_t j1, int64_t M,
-                       int64_t k, int64_t K, int64_t d, T mm[BLOCK], T v[KMAX + 1][BLOCK],
-                       T nn[BLOCK]) {
-    for (int64_t j = 0; j < j1 - j0; ++j) {
-        int64_t f = j0 + j;
-        T xv = xr[f];
-        const T *restrict kn = knots + f * M;
-        int64_t s = 0; /* s = #{knots <= x}, branch-free (M is small) */
-        for (int64_t t = 0; t < M; ++t) s += kn[t] <= xv;
-        if (xv != xv) s = M; /* NaN: outside, NaN below */
-        int64_t row = f * (M + 1) + s, k1 = k + 1;
-        T u = xv - origins[row];
-        u = u - u == 0 ? u : 0; /* +-inf: outside the grid, zero pieces; NaN comes from nn */
-        const T *restrict c = table + (row * 2 + d) * k1 * k1; /* pieces[row][d][q][e] */
-        mm[j] = (T)(s - 1 - k);
-        nn[j] = xv != xv ? xv : 0;
-        for (int64_t q = 0; q <= k; ++q) {
-            T val = 0;
-            for (int64_t e = k; e >= 0; --e) val = c[q * k1 + e] + val * u;
-            v[q][j] = val;
+/* Piecewise plans (any knots, order k <= KMAX), one feature (column) at a time over blocks of
+   SBP rows: the slot s = #{knots <= x} of every sample by M compares vectorised across the
+   block (M for NaN), then per sample the P = k + 1 polynomials of the bases s - 1 - k + q that
+   can be nonzero there, by Horner's rule on u = x - origins[slot] over the plan's table (rows
+   in (M + 1), 2, P [power], P [q]: values, then derivatives with d = 1); with P = 4 the four
+   polynomials are one 4-lane vector, so each Horner step is one load and one multiply-add.
+   cnt gets s, vals[q * SBP + r] the polynomial of basis s - 1 - k + q. */
+typedef T v4_SUF __attribute__((vector_size(4 * sizeof(T)), aligned(sizeof(T)), may_alias));
+
+static inline __attribute__((always_inline)) void
+pw_col_SUF(int64_t P, int32_t d, const T *restrict xc, int32_t nr, const T *restrict kn, int32_t M,
+           const T *restrict origins, const T *restrict table, int32_t f, int32_t *restrict cnt,
+           T *restrict vals) {
+    for (int32_t r = 0; r < nr; ++r) cnt[r] = 0;
+    for (int32_t t = 0; t < M; ++t) {
+        T kt = kn[t];
+        for (int32_t r = 0; r < nr; ++r) cnt[r] += xc[r] >= kt;
+    }
+    for (int32_t r = 0; r < nr; ++r) cnt[r] = xc[r] != xc[r] ? M : cnt[r];
+    int64_t base = (int64_t)f * (M + 1), PP = P * P;
+    for (int32_t r = 0; r < nr; ++r) {
+        int64_t row = base + cnt[r];
+        const T *restrict c = table + (row * 2 + d) * PP; /* c[e * P + q] */
+        T u = xc[r] - origins[row];
+        u = u - u == 0 ? u : 0; /* +-inf: outside the grid, zero pieces */
+        if (P == 4) {
+            v4_SUF a = *(const v4_SUF *)(c + 12);
+            a = *(const v4_SUF *)(c + 8) + a * u;
+            a = *(const v4_SUF *)(c + 4) + a * u;
+            a = *(const v4_SUF *)c + a * u;
+            for (int q = 0; q < 4; ++q) vals[q * SBP + r] = a[q];
+        } else {
+            for (int64_t q = 0; q < P; ++q) {
+                T a = c[(P - 1) * P + q];
+                for (int64_t e = P - 2; e >= 0; --e) a = c[e * P + q] + a * u;
+                vals[q * SBP + r] = a;
+            }
         }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+pw_fwd_cols_SUF(int64_t P, const T *x, const T *sig, const T *knots, const T *origins, const T *table,
+                int64_t n, int64_t in, int64_t M, int64_t K, int64_t wb, T *out) {
+    T xc[SBP], vals[(KMAX + 1) * SBP];
+    int32_t cnt[SBP];
+    int64_t R = K + wb;
+    for (int64_t r0 = 0; r0 < n; r0 += SBP) {
+        int32_t nr = (int32_t)(r0 + SBP < n ? SBP : n - r0);
+        T *restrict ob = out + r0 * R * in;
+        for (int64_t e = 0; e < nr * R * in; ++e) ob[e] = 0;
+        for (int64_t f = 0; f < in; ++f) {
+            for (int32_t r = 0; r < nr; ++r) xc[r] = x[(r0 + r) * in + f];
+            pw_col_SUF(P, 0, xc, nr, knots + f * M, (int32_t)M, origins, table, (int32_t)f, cnt, vals);
+            for (int32_t r = 0; r < nr; ++r) {
+                T *restrict o = ob + r * R * in + wb * in + f;
+                int64_t first = (int64_t)cnt[r] - P;
+                if (xc[r] != xc[r]) { /* NaN in every basis */
+                    for (int64_t i = 0; i < K; ++i) o[i * in] = xc[r];
+                    continue;
+                }
+                for (int64_t q = 0; q < P; ++q)
+                    if (first + q >= 0 && first + q < K) o[(first + q) * in] = vals[q * SBP + r];
+            }
+        }
+        if (wb)
+            for (int64_t r = 0; r < nr; ++r) {
+                const T *restrict xr = x + (r0 + r) * in, *restrict sr = sig + (r0 + r) * in;
+                T *restrict o = ob + r * R * in;
+                for (int64_t j = 0; j < in; ++j) o[j] = xr[j] * sr[j];
+            }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+pw_bwd_cols_SUF(int64_t P, const T *g, const T *x, const T *sig, const T *knots, const T *origins,
+                const T *table, int64_t n, int64_t in, int64_t M, int64_t K, int64_t wb, T *gx) {
+    T xc[SBP], vals[(KMAX + 1) * SBP];
+    int32_t cnt[SBP];
+    int64_t R = K + wb;
+    for (int64_t r0 = 0; r0 < n; r0 += SBP) {
+        int32_t nr = (int32_t)(r0 + SBP < n ? SBP : n - r0);
+        for (int64_t f = 0; f < in; ++f) {
+            for (int32_t r = 0; r < nr; ++r) xc[r] = x[(r0 + r) * in + f];
+            pw_col_SUF(P, 1, xc, nr, knots + f * M, (int32_t)M, origins, table, (int32_t)f, cnt, vals);
+            for (int32_t r = 0; r < nr; ++r) {
+                const T *restrict gr = g + (r0 + r) * R * in + wb * in + f;
+                int64_t first = (int64_t)cnt[r] - P;
+                T acc = xc[r] != xc[r] ? xc[r] : 0;
+                for (int64_t q = 0; q < P; ++q)
+                    if (first + q >= 0 && first + q < K) acc += gr[(first + q) * in] * vals[q * SBP + r];
+                gx[(r0 + r) * in + f] = acc;
+            }
+        }
+        if (wb)
+            for (int64_t r = r0; r < r0 + nr; ++r) {
+                const T *restrict xr = x + r * in, *restrict sr = sig + r * in, *restrict gr = g + r * R * in;
+                T *restrict o = gx + r * in;
+                for (int64_t j = 0; j < in; ++j) o[j] += gr[j] * (sr[j] * (1 + xr[j] * (1 - sr[j])));
+            }
     }
 }
 
 void kansym_pw_fwd_SUF(const T *x, const T *sig, const T *knots, const T *origins, const T *table,
                        int64_t n, int64_t in, int64_t M, int64_t k, int64_t K, int64_t wb, T *out) {
-    T mm[BLOCK], v[KMAX + 1][BLOCK], nn[BLOCK];
-    for (int64_t r = 0; r < n; ++r) {
-        const T *restrict xr = x + r * in;
-        T *restrict o = out + r * (K + wb) * in;
-        if (wb) {
-            const T *restrict sr = sig + r * in;
-            for (int64_t j = 0; j < in; ++j) o[j] = xr[j] * sr[j];
-        }
-        for (int64_t j0 = 0; j0 < in; j0 += BLOCK) {
-            int64_t j1 = j0 + BLOCK < in ? j0 + BLOCK : in, w = j1 - j0;
-            pw_row_SUF(xr, knots, origins, table, in, j0, j1, M, k, K, 0, mm, v, nn);
-            for (int64_t i = 0; i < K; ++i) { /* zeros, or NaN for NaN inputs */
-                T *restrict oi = o + (wb + i) * in + j0;
-                for (int64_t j = 0; j < w; ++j) oi[j] = nn[j];
-            }
-            for (int64_t j = 0; j < w; ++j) /* the k + 1 pieces that can be nonzero */
-                for (int64_t p = 0; p <= k; ++p) {
-                    int64_t i = (int64_t)mm[j] + p;
-                    if (i >= 0 && i < K) o[(wb + i) * in + j0 + j] += v[p][j];
-                }
-        }
-    }
+    if (k == 3) /* cubic: the four polynomials as one vector per sample */
+        pw_fwd_cols_SUF(4, x, sig, knots, origins, table, n, in, M, K, wb, out);
+    else
+        pw_fwd_cols_SUF(k + 1, x, sig, knots, origins, table, n, in, M, K, wb, out);
 }
 
 void kansym_pw_bwd_SUF(const T *g, const T *x, const T *sig, const T *knots, const T *origins,
                        const T *table, int64_t n, int64_t in, int64_t M, int64_t k, int64_t K,
                        int64_t wb, T *gx) {
-    T mm[BLOCK], v[KMAX + 1][BLOCK], nn[BLOCK];
-    for (int64_t r = 0; r < n; ++r) {
-        const T *restrict xr = x + r * in, *restrict gr = g + r * (K + wb) * in;
-        T *restrict o = gx + r * in;
-        for (int64_t j0 = 0; j0 < in; j0 += BLOCK) {
-            int64_t j1 = j0 + BLOCK < in ? j0 + BLOCK : in, w = j1 - j0;
-            pw_row_SUF(xr, knots, origins, table, in, j0, j1, M, k, K, 1, mm, v, nn);
-            for (int64_t j = 0; j < w; ++j) {
-                T acc = nn[j];
-                for (int64_t p = 0; p <= k; ++p) {
-                    int64_t i = (int64_t)mm[j] + p;
-                    if (i >= 0 && i < K) acc += gr[(wb + i) * in + j0 + j] * v[p][j];
-                }
-                o[j0 + j] = acc;
-            }
-        }
-        if (wb) {
-            const T *restrict sr = sig + r * in;
-            for (int64_t j = 0; j < in; ++j) o[j] += gr[j] * (sr[j] * (1 + xr[j] * (1 - sr[j])));
-        }
-    }
+    if (k == 3)
+        pw_bwd_cols_SUF(4, g, x, sig, knots, origins, table, n, in, M, K, wb, gx);
+    else
+        pw_bwd_cols_SUF(k + 1, g, x, sig, knots, origins, table, n, in, M, K, wb, gx);
 }
 
 /* Edges of a small layer for the sample-based L1 (KAN paper eq. 2.17): E (in, out, n) =
@@ -413,7 +451,7 @@ void kansym_param_grads_SUF(const T *restrict gw, const T *restrict coef, const 
 }
 """
 
-_SOURCE = "#include <math.h>\n#include <stdint.h>\n#define BLOCK 256\n#define KMAX 7\n#define NARROW 8\n" + "".join(
+_SOURCE = "#include <math.h>\n#include <stdint.h>\n#define BLOCK 256\n#define KMAX 7\n#define NARROW 8\n#define SBP 64\n" + "".join(
     _TEMPLATE.replace("SUF", suffix).replace("FLOOR", floor).replace("T ", f"{ctype} ").replace("(T)", f"({ctype})")
     .replace("T *", f"{ctype} *")
     for ctype, suffix, floor in (("float", "f32", "floorf"), ("double", "f64", "floor"))
