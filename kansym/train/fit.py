@@ -25,7 +25,7 @@ from kansym.nn.fast import FeatureCache
 from kansym.nn.kan import KAN
 from kansym.train.config import OPTIMIZERS, TrainConfig
 from kansym.train.lbfgs import FlatLBFGS
-from kansym.train.regularization import sampled_regularization
+from kansym.train.regularization import sampled_regularization, training_loss
 from kansym.train.state import FitInterrupted, FitState, check_resume, snapshot_optimizer
 
 __all__ = ["TrainConfig", "History", "FitResult", "FitState", "FitInterrupted", "fit", "finetune", "OPTIMIZERS"]
@@ -97,8 +97,17 @@ def _split(n: int, val_fraction: float, seed: int) -> tuple[torch.Tensor, torch.
     return perm[n_val:], perm[:n_val]
 
 
-def _objective(model: KAN, x: torch.Tensor, y: torch.Tensor, config: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """(MSE, reg) on a batch; reg is a NaN scalar when lamb == 0 (fast path)."""
+def _objective(model: KAN, x: torch.Tensor, y: torch.Tensor, config: TrainConfig, *,
+               combined: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(MSE, reg) on a batch; reg is a NaN scalar when lamb == 0 (fast path).
+
+    ``combined``: ``(MSE + lamb * reg, NaN)``, the loss a step differentiates, from
+    :func:`~kansym.train.regularization.training_loss` (one autograd node after the
+    layers where it can be); every evaluation of the objective goes through here.
+    """
+    if combined:
+        loss = training_loss(model, x, y, lamb=config.lamb, mu1=config.mu1, mu2=config.mu2)
+        return loss, torch.full((), math.nan, dtype=loss.dtype, device=loss.device)
     if config.lamb > 0:  # output and penalty in one pass per layer (no KANTrace)
         out, reg = sampled_regularization(model, x, mu1=config.mu1, mu2=config.mu2)
         return torch.mean((out - y) ** 2), reg
@@ -332,8 +341,7 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
                 else:
                     for p in params:  # optimizer.zero_grad() without its profiler record (~0.1 ms a call)
                         p.grad = None
-                mse, reg = _objective(model, xb, yb, config)
-                loss = mse + config.lamb * reg if config.lamb > 0 else mse
+                loss, _ = _objective(model, xb, yb, config, combined=True)
                 loss.backward()
                 return loss
 

