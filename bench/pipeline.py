@@ -18,7 +18,8 @@ same ``--rows`` training rows (seeded), in the same process, one after the other
 
 One-time costs are paid before the clocks start (the first torch optimizer imports
 ``torch._dynamo``, 5-20 s on this machine; pykan's modules load; ``sympy.simplify``
-imports ``sympy.physics.units`` on its first call, about 0.5 s). A formula counts as exact by :func:`kansym.symbolic.verify.is_exact_recovery` (SRBench
+imports ``sympy.physics.units`` on its first call, about 0.5 s; kansym's native kernels
+are compiled, or loaded from their cache). A formula counts as exact by :func:`kansym.symbolic.verify.is_exact_recovery` (SRBench
 rule: floats rounded to 3 significant digits, the difference to the truth a constant or
 the ratio a constant). Prints JSON lines and a Markdown table with the time ratio: wall
 time, and the CPU time of the process (``cpu_seconds``, all threads; both tools run with
@@ -136,6 +137,12 @@ def main(argv=None) -> int:
     # sympy's simplify imports sympy.physics.units on its first call (~0.5 s)
     for module in ("kan", "sympy.physics.units"):
         importlib.import_module(module)
+    # kansym's native spline kernels compile once per machine and source (a C compiler, 1.3-1.9 s
+    # of wall time here, then cached in ~/.cache/kansym); without this, the first run after a
+    # change of the kernel source paid it inside kansym's clock
+    from kansym.nn.fast import native
+
+    native.available()
     tools = [t.strip() for t in args.tools.split(",")]
     rows = []
     for name in [p.strip() for p in args.problems.split(",") if p.strip()]:
