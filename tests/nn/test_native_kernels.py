@@ -56,13 +56,14 @@ def test_native_kernels_build_here():
     assert native.available(), native._state["error"]
 
 
+@pytest.mark.parametrize("width", [5, 12], ids=["narrow", "wide"])  # the two layouts of the native kernels
 @pytest.mark.parametrize("grid_size", [1, 3, 5, 12])
-def test_cubic_layer_equals_reference_with_and_without_native_kernels(kernels, grid_size):
+def test_cubic_layer_equals_reference_with_and_without_native_kernels(kernels, grid_size, width):
     gen = torch.Generator().manual_seed(grid_size)
     for trial in range(3):
-        layer = _layer(5, 3, grid_size, gen, torch.float64)
+        layer = _layer(width, 3, grid_size, gen, torch.float64)
         lo, hi = layer.grid[:, 0], layer.grid[:, -1]
-        u = torch.rand(200, 5, generator=gen, dtype=torch.float64) * 1.6 - 0.3  # 30 % beyond each side
+        u = torch.rand(200, width, generator=gen, dtype=torch.float64) * 1.6 - 0.3  # 30 % beyond each side
         x = lo + u * (hi - lo)
         knots = layer.grid.T  # (G + 7, in)
         x[: knots.shape[0]] = knots  # exactly on every knot
