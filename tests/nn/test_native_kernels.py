@@ -252,16 +252,18 @@ def test_a_read_only_cache_folder_falls_back_to_the_temporary_folder(tmp_path):
 
 
 @pytest.mark.parametrize("updated", [False, True], ids=["uniform", "updated-grid"])
-def test_forward_l1_equals_edge_outputs_with_and_without_native_kernels(kernels, updated):
+@pytest.mark.parametrize("shape", [(3, 4, 90), (9, 11, 37)], ids=["3x4", "9x11"])  # rows not a multiple of 8
+def test_forward_l1_equals_edge_outputs_with_and_without_native_kernels(kernels, updated, shape):
+    n_in, n_out, n = shape
     gen = torch.Generator().manual_seed(12)
-    layer = _layer(3, 4, 5, gen, torch.float64)
+    layer = _layer(n_in, n_out, 5, gen, torch.float64)
     with torch.no_grad():
         layer.mask[1, 2] = 0.0  # a pruned edge: zero value, zero L1, zero gradient
     if updated:
-        layer.update_grid(torch.randn(300, 3, generator=gen, dtype=torch.float64) ** 3)
-    x = (torch.randn(90, 3, generator=gen, dtype=torch.float64) * 2).requires_grad_(True)
-    w_out = torch.randn(90, 4, generator=gen, dtype=torch.float64)
-    w_l1 = torch.randn(4, 3, generator=gen, dtype=torch.float64)
+        layer.update_grid(torch.randn(300, n_in, generator=gen, dtype=torch.float64) ** 3)
+    x = (torch.randn(n, n_in, generator=gen, dtype=torch.float64) * 2).requires_grad_(True)
+    w_out = torch.randn(n, n_out, generator=gen, dtype=torch.float64)
+    w_l1 = torch.randn(n_out, n_in, generator=gen, dtype=torch.float64)
     params = [x, layer.coef, layer.scale_base, layer.scale_sp]
     out, l1 = layer.forward_l1(x)
     edges = layer.edge_outputs(x)  # (N, out, in), autograd through the reference-style path
