@@ -1,6 +1,7 @@
 """Composition: the formula and the symbolic model's forward are one walk, so they agree."""
 
 import numpy as np
+import pytest
 import sympy
 import torch
 
@@ -103,3 +104,26 @@ def test_symbolify_without_exhaustive_refinement_chooses_the_same_edges():
         simple = {c.primitive for c in full_cands[e] if c.complexity <= full.edges[e].complexity}
         assert {c.primitive for c in lean_cands[e]} == simple
         assert len(full_cands[e]) == len(get_library(None)) > len(simple)
+
+
+def test_lambdify_formula_reuses_the_generated_function_but_never_confuses_two_numeric_edges():
+    from sympy.utilities.lambdify import implemented_function
+
+    from kansym.symbolic import compose
+
+    x = sympy.Symbol("x", real=True)
+    expr = sympy.exp(x) + 2 * x
+    compose._lambdified.cache_clear()
+    a, b = lambdify_formula(expr, [x]), lambdify_formula(expr, [x])
+    assert compose._lambdified.cache_info().hits == 1
+    X = np.array([[0.0], [1.0]])
+    np.testing.assert_allclose(a(X), [1.0, np.e + 2])
+    np.testing.assert_array_equal(a(X), b(X))
+    # two opaque edges of the same name with other implementations (two runs) stay apart
+    one = implemented_function(sympy.Function("phi_0_0_0"), lambda v: v + 1)(x)
+    ten = implemented_function(sympy.Function("phi_0_0_0"), lambda v: 10 * v)(x)
+    np.testing.assert_array_equal(lambdify_formula(one, [x])(X), [1.0, 2.0])
+    np.testing.assert_array_equal(lambdify_formula(ten, [x])(X), [0.0, 10.0])
+    # the same formula in other symbols (another sign assumption) is another function
+    y = sympy.Symbol("x", positive=True)
+    assert lambdify_formula(expr.xreplace({x: y}), [y])(X)[1] == pytest.approx(np.e + 2)
