@@ -176,8 +176,10 @@ def _transforms(y: np.ndarray) -> list[tuple[str, np.ndarray, Callable[[sympy.Ex
 # --- subset solves -----------------------------------------------------------------------
 
 def _combinations(items: range, k: int) -> np.ndarray:
-    combos = list(itertools.combinations(items, k))
-    return np.array(combos, dtype=np.int64).reshape(len(combos), k)
+    """All ``k``-subsets of ``items`` in lexicographic order: ``(C(n, k), k)``."""
+    n = math.comb(len(items), k)
+    flat = np.fromiter(itertools.chain.from_iterable(itertools.combinations(items, k)), dtype=np.int64, count=n * k)
+    return flat.reshape(n, k)
 
 
 def _subset_index(n_num: int, n_den: int, max_terms: int) -> dict[int, np.ndarray]:

@@ -155,3 +155,15 @@ def test_blocked_subset_solves_equal_the_unblocked_ones_bit_for_bit(monkeypatch)
     whole = direct._batched_sse(G, b, tt, cols)
     np.testing.assert_array_equal(blocked, whole)
     assert {1, 2} <= set(cols[np.argmin(whole)])  # t is made of columns 0, 1 and 2
+
+
+@pytest.mark.parametrize("n, k", [(7, 3), (7, 0), (2, 3), (0, 1)])
+def test_combinations_are_itertools_in_order(n, k):
+    import itertools
+
+    from kansym.symbolic.direct import _combinations
+
+    got = _combinations(range(1, n + 1), k)
+    want = list(itertools.combinations(range(1, n + 1), k))
+    assert got.shape == (len(want), k) and got.dtype == np.int64
+    assert [tuple(int(v) for v in row) for row in got] == want
