@@ -416,6 +416,55 @@ class _KANLinearBlocked(torch.autograd.Function):
         return g_x, g_coef, g_base, g_sp, None, None, None
 
 
+class _KANLinearNative(torch.autograd.Function):
+    """:class:`_KANLinear` on the native CPU kernels, with their arguments bound once (:func:`native.bind`).
+
+    The same arithmetic (native ``W`` and ``F``, one matmul; in the backward ``F^T g``
+    and the parameter gradients, ``g W`` and the native input gradient), without the
+    per-call dispatch of the general path: for a small layer that Python work was a
+    third of a forward+backward. Saves ``F``, ``W``, the parameters it needs and, when
+    ``x`` requires grad, ``x`` and ``sigmoid(x)``.
+    """
+
+    @staticmethod
+    def forward(ctx, x, coef, scale_base, scale_sp, mask, bound, cache):
+        # x (N, in) contiguous, every tensor CPU and of bound.dtype (kan_linear checked)
+        weight, live = bound.weight(coef, scale_base, scale_sp, mask)  # (out, R, in), (out, in)
+        if cache is None:
+            feats, sig = bound.features(x)
+        else:
+            feats, sig = cache.features(x, x, bound.plan, with_base=bool(bound.wb), with_deriv=False, aux=True)
+        flat, w2 = feats.view(x.shape[0], -1), weight.view(weight.shape[0], -1)
+        ctx.bound = bound
+        need_x = ctx.needs_input_grad[0]
+        ctx.save_for_backward(flat, w2, x if need_x else None, sig if need_x else None, coef, mask, live)
+        return torch.mm(flat, w2.t())
+
+    @staticmethod
+    @_first_order_only
+    def backward(ctx, grad):  # (N, out)
+        flat, w2, x, sig, coef, mask, live = ctx.saved_tensors
+        bound, needs = ctx.bound, ctx.needs_input_grad
+        grad = _as(grad, flat.dtype)
+        g_x = g_coef = g_base = g_sp = None
+        if needs[0]:
+            g_feats = torch.mm(grad, w2, out=_workspace(grad.shape[0], w2.shape[1], grad))  # (N, R in)
+            g_x = bound.input_grad(g_feats, x, sig)
+        if needs[1] or needs[2] or needs[3]:
+            g_coef, g_base, g_sp = bound.param_grads(torch.mm(grad.t(), flat), coef, mask, live)
+            g_coef, g_base, g_sp = (g if need else None for g, need in zip((g_coef, g_base, g_sp), needs[1:4]))
+        return g_x, g_coef, g_base, g_sp, None, None, None
+
+
+def _native_bound(x, plan, with_base, coef, scale_base, scale_sp, mask):
+    """The bound native kernels when the lean path applies (2-D CPU input of the parameters' float dtype, no autocast)."""
+    if x.dim() != 2 or x.dtype is not coef.dtype or not native.params_usable(x, coef, scale_base, scale_sp, mask):
+        return None
+    if torch.is_autocast_enabled("cpu"):
+        return None
+    return native.bind(plan, x.dtype, with_base)
+
+
 def kan_linear(
     x: torch.Tensor,
     coef: torch.Tensor,
@@ -449,6 +498,9 @@ def kan_linear(
     """
     if _blocked_applies(x, plan, cache, coef, scale_base, scale_sp, mask):
         return _KANLinearBlocked.apply(x, coef, scale_base, scale_sp, mask, plan, with_base)
+    bound = _native_bound(x, plan, with_base, coef, scale_base, scale_sp, mask)
+    if bound is not None:
+        return _KANLinearNative.apply(x, coef, scale_base, scale_sp, mask, bound, cache)
     return _KANLinear.apply(x, coef, scale_base, scale_sp, mask, plan, with_base, cache)
 
 
