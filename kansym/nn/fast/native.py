@@ -11,12 +11,14 @@ Signal Processing Magazine 16(6), eq. 8)::
 On other grids (after ``update_grid``), of any order up to 7, they are the per-interval
 polynomials of :func:`kansym.nn.fast.plan.make_plan`, evaluated by Horner's rule after a
 count of the knots below the input (one feature at a time, the count vectorised across a
-block of samples; for cubics the four polynomials of a sample form one 4-lane vector). Tensor code has to evaluate a closed
-form for all ``K = G + k`` functions of every input; these kernels compute the ``k + 1``
-polynomials once per input and write ``F`` (zeros elsewhere) or, in the backward, the
-derivatives times the matching entries of ``dL/dF``, so ``dF/dx`` is never stored. The
-weight assembly ``W = [w_b mask | c w_s mask scale]`` and the parameter gradients
-through it are one pass each.
+block of samples; for cubics the four polynomials of a sample form one 4-lane vector).
+Tensor code has to evaluate a closed form for all ``K = G + k`` functions of every input;
+these kernels compute the ``k + 1`` polynomials once per input and write ``F`` (zeros
+elsewhere) or, in the backward, the derivatives times the matching entries of
+``dL/dF``, so ``dF/dx`` is never stored. The weight assembly ``W = [w_b mask | c w_s
+mask scale]`` and the parameter gradients through it are one pass each, and so are a
+small layer's edge values with their per-edge L1 (loops over samples). :func:`bind`
+binds a plan's kernels and grid pointers once (the layer's lean path).
 
 The C source below is compiled on first use with the system C compiler (``cc``, or
 ``$CC``; ``-O3 -march=native -fno-math-errno -fno-trapping-math``, no fast-math, so NaN
@@ -46,7 +48,9 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["available", "enable", "usable", "cubic_features", "cubic_input_grad", "weight", "param_grads"]
+__all__ = [
+    "available", "enable", "usable", "bind", "Bound", "cubic_features", "cubic_input_grad", "weight", "param_grads",
+]
 
 from kansym.nn.fast.native_source import _SOURCE  # the C kernels
 
