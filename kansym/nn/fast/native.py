@@ -66,12 +66,15 @@ def _cache_dirs() -> list[Path]:
     return [Path(base) / "kansym", Path(tempfile.gettempdir()) / f"kansym-{uid}"]
 
 
+_KEEP_BUILDS = 3  # kernel builds of different sources kept in the cache folder, this one included
+
+
 class CompileError(OSError):
     """The C compiler ran and failed (as opposed to an unusable cache folder)."""
 
 
 def _compile(lib_path: Path) -> None:
-    """Build the library at ``lib_path`` (atomically) and remove older builds there.
+    """Build the library at ``lib_path`` (atomically); of the other builds there keep the newest two.
 
     Raises
     ------
@@ -94,9 +97,13 @@ def _compile(lib_path: Path) -> None:
             lines = done.stderr.decode(errors="replace").strip().splitlines()
             raise CompileError(f"{cc} exited with {done.returncode}" + (f": {lines[-1]}" if lines else ""))
         os.replace(out, lib_path)  # atomic: a concurrent process sees no file or the whole file
-    for old in lib_path.parent.glob("*.so"):  # builds of other kansym versions (a loaded one stays mapped)
-        if old != lib_path and (old.name.startswith("kernels_") or old.name.startswith("cubic_")):
-            old.unlink(missing_ok=True)
+    # builds of other kansym versions: keep the newest few (two checkouts side by side would otherwise evict
+    # each other's build on every start), remove the rest (a loaded one stays mapped)
+    others = [p for p in lib_path.parent.glob("*.so")
+              if p != lib_path and (p.name.startswith("kernels_") or p.name.startswith("cubic_"))]
+    others.sort(key=lambda p: p.stat().st_mtime if p.exists() else 0.0, reverse=True)
+    for old in others[_KEEP_BUILDS - 1:]:
+        old.unlink(missing_ok=True)
 
 
 def _build() -> ctypes.CDLL:
