@@ -63,7 +63,10 @@ def draw(bundle, kind: str, *, edge=None, fits_path=None, show_pruned=False, bet
         return r.figure, f"edge {','.join(map(str, r.edge))}: {fit}"
     if kind == "report":
         formula = P.formula_from_record(record, bundle) if record else None
-        tried = P.search_front(bundle) if front and len(bundle.output_names) == 1 else None
+        if record and record.get("pareto"):  # the fit's own front, with its answer marked
+            tried = record["pareto"]
+        else:
+            tried = P.search_front(bundle) if front and len(bundle.output_names) == 1 else None
         r = P.plot_report(bundle, formula, front=tried, x=x, y=y)
         return r.figure, f"formula {r.formula}; {r.n_front} formulas on the complexity/error panel"
     r = P.plot_curves(bundle.meta)
@@ -130,7 +133,7 @@ def write_run_plots(result, out_dir: Path, *, quiet: bool = False) -> list[Path]
 
     out_dir.mkdir(parents=True, exist_ok=True)
     pruned = result.pruned
-    front = P.search_front(pruned) if len(pruned.output_names) == 1 else None
+    front = result.formulas[0].front or None  # the front kansym fit printed, its answer marked "chosen"
     figures = {
         "diagram.png": P.plot_diagram(pruned, fits=dict(result.symbolic.edges)).figure,
         "report.png": P.plot_report(pruned, result.formulas[0].expr, front=front).figure,

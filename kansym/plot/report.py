@@ -136,9 +136,13 @@ def plot_report(
     formula : sympy.Expr, optional
         In CSV names and units (e.g. from :func:`formula_from_record`); by default it
         is discovered here with :func:`kansym.pipeline.symbolify_bundle` (seconds).
-    front : sequence of Candidate or of dict, optional
-        Formulas with ``complexity``, ``error`` and ``accepted`` (e.g. :func:`search_front`);
-        drawn as complexity vs error with the Pareto front and the choice (last accepted).
+    front : sequence of FrontEntry, Candidate or dict, optional
+        Either the pipeline's final front (:attr:`kansym.formula.Formula.front`, or
+        ``formula.json``'s ``pareto``: entries with ``chosen``; the answer starred) or the
+        Occam step's candidates (:func:`search_front`, or ``formula.json``'s
+        ``candidates``: entries with ``accepted``; its last accepted one starred as "Occam
+        step's choice", which refinement may still change). Drawn as expression
+        complexity vs error with the Pareto front.
     x, y : ndarray, optional
         CSV-unit rows ``(N, d_in)``, ``(N, d_out)`` (default: the calibration rows).
     output : int
@@ -223,6 +227,12 @@ def _complexity(entry: Any, get: Any) -> float:
         return float(get(entry, "complexity"))
 
 
+def _flag(entry: Any, key: str) -> bool | None:
+    """``entry[key]`` (a dict) or ``entry.key`` as a bool; None when the entry has no such field."""
+    value = entry.get(key) if isinstance(entry, Mapping) else getattr(entry, key, None)
+    return None if value is None else bool(value)
+
+
 def _front_panel(ax: Any, front: Sequence[Any] | None) -> int:
     """Complexity vs error of the tried formulas; the Pareto front joined; the choice starred."""
     if not front:
@@ -244,13 +254,17 @@ def _front_panel(ax: Any, front: Sequence[Any] | None) -> int:
     pc, pe = comp[ok][pm], err_plot[ok][pm]
     order = np.argsort(pc)
     ax.step(pc[order], pe[order], where="post", color="tab:purple", lw=1.2, label="Pareto front")
-    chosen = [k for k, c in enumerate(front) if bool(get(c, "accepted"))]
-    if chosen:
-        k = chosen[-1]
-        ax.scatter([comp[k]], [err_plot[k]], marker="*", s=160, color="gold", edgecolor="black", zorder=5, label="chosen")
+    # the pipeline's final front marks its answer "chosen"; the Occam step's candidates mark the formulas it
+    # moved to "accepted" (its last one is refined and snapped afterwards, so it is not the final formula)
+    final = any(_flag(c, "chosen") is not None for c in front)
+    picked = [k for k, c in enumerate(front) if _flag(c, "chosen" if final else "accepted")]
+    if picked:
+        k = picked[-1]
+        ax.scatter([comp[k]], [err_plot[k]], marker="*", s=160, color="gold", edgecolor="black", zorder=5,
+                   label="chosen" if final else "Occam step's choice")
     ax.set_yscale("log")
     ax.set_xlabel("complexity (expression nodes)")
     ax.set_ylabel("normalised RMS error")
-    ax.set_title("formulas tried", fontsize=9)
+    ax.set_title("Pareto front of the answer" if final else "formulas tried", fontsize=9)
     ax.legend(fontsize=7)
     return len(front)

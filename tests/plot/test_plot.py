@@ -198,6 +198,29 @@ def test_report_front_uses_the_expression_complexity_of_the_cli_pareto_front():
     assert panel.get_xlabel() == "complexity (expression nodes)"
 
 
+def test_report_front_stars_the_answer_of_the_final_front_and_names_the_occam_choice_otherwise():
+    import sympy
+
+    bundle = make_bundle()
+    a, b = sympy.symbols("x0 x1", real=True)
+    formula = sympy.sin(sympy.pi * a) + b**2
+    # formula.json's "pareto": the answer is the chosen entry, not the last one
+    pareto = [{"sympy": "sin(pi*x0) + x1**2", "complexity": 8, "error": 1e-6, "chosen": True},
+              {"sympy": "sin(3.14159*x0) + x1**2.00001", "complexity": 10, "error": 9e-7, "chosen": False}]
+    r = plot_report(bundle, formula, front=pareto)
+    panel = next(ax for ax in r.figure.axes if ax.get_title() == "Pareto front of the answer")
+    star = next(c for c in panel.collections if c.get_label() == "chosen")
+    assert star.get_offsets()[0].tolist() == [8.0, 1e-6]
+    # the Occam step's candidates: its last accepted formula, under that name
+    occam = [{"sympy": "x0 + x1", "complexity": 2, "error": 0.3, "accepted": True},
+             {"sympy": "sin(pi*x0) + x1**2", "complexity": 4, "error": 1e-6, "accepted": True},
+             {"sympy": "x0", "complexity": 1, "error": 0.9, "accepted": False}]
+    r = plot_report(bundle, formula, front=occam)
+    panel = next(ax for ax in r.figure.axes if ax.get_title() == "formulas tried")
+    star = next(c for c in panel.collections if c.get_label() == "Occam step's choice")
+    assert star.get_offsets()[0].tolist() == [8.0, 1e-6]  # sin(pi*x0) + x1**2 has 8 expression nodes
+
+
 def test_bad_requests_are_one_line_errors(runner, ckpt, tmp_path):
     pt = str(ckpt / "pruned.pt")
     _one_line_error(runner.invoke(cli, ["plot", pt, "--kind", "pie", "-o", str(tmp_path / "a.png")]), "pie")
