@@ -190,7 +190,7 @@ def _ctrl_c_note() -> str:
         ignored = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
     if ignored:
         return ("SIGINT is ignored or blocked in this process (a background job of a non-interactive shell?), "
-                "so Ctrl-C cannot stop it; run it in the foreground to be able to save a resumable checkpoint")
+                "so Ctrl-C cannot stop it; SIGTERM (kill PID) still saves a resumable checkpoint")
     return "Ctrl-C saves a resumable checkpoint"
 
 
@@ -268,7 +268,7 @@ def symbolic_options(fn):
 
 
 def model_options(fn):
-    fn = click.option("--resume", default=None, type=click.Path(dir_okay=False), help="Continue the run interrupted (Ctrl-C) into this checkpoint; give the same data.")(fn)
+    fn = click.option("--resume", default=None, type=click.Path(dir_okay=False), help="Continue the run interrupted (Ctrl-C or SIGTERM) into this checkpoint; give the same data.")(fn)
     fn = click.option("--space", type=click.Choice(["auto", "linear", "log"]), default="auto", show_default=True, help="Learn in log space (positive multiplicative laws) or linear space.")(fn)
     fn = click.option("--lamb", default=None, type=float, help="Sparsification strength lamb of the L1 + entropy penalty.  [default: 0.2]")(fn)
     fn = click.option("--steps", default=None, type=click.IntRange(min=1), help="LBFGS steps of the sparsifying training.  [default: 20]")(fn)

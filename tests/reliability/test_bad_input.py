@@ -273,10 +273,10 @@ GPT_TINY = ["--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--block-size",
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--n-embd", "15"], "divisible"), (["--block-size", "0"], "block_size"), (["--n-layer", "0"], "n_layer"),
-    (["--n-head", "0"], "n_head"), (["--lr", "-1"], "learning rates"), (["--dropout", "1"], "dropout"),
+    (["--n-embd", "15"], "divisible"), (["--block-size", "0"], "'--block-size': 0 is not in the range x>=1"), (["--n-layer", "0"], "'--n-layer': 0 is not in the range x>=1"),
+    (["--n-head", "0"], "'--n-head': 0 is not in the range x>=1"), (["--lr", "-1"], "learning rates"), (["--dropout", "1"], "dropout"),
     (["--lamb", "-1"], "lamb"), (["--device", "foo"], "unknown device"), (["--device", "cuda:9"], "cuda"),
-    (["--max-iters", "0"], "max_iters"), (["--batch-size", "0"], "batch_size"),
+    (["--max-iters", "0"], "'--max-iters': 0 is not in the range x>=1"), (["--batch-size", "0"], "'--batch-size': 0 is not in the range x>=1"),
     (["--ffn", "kan", "--grid-size", "0"], "'--grid-size': 0 is not in the range x>=1"), (["--ffn", "rnn"], "unknown FFN"),
     (["--ffn", "kan", "--kan-hidden", "-2"], "hidden width"), (["--basis", "wavelet"], "wavelet"),
 ])
