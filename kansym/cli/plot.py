@@ -73,6 +73,28 @@ def draw(bundle, kind: str, *, edge=None, fits_path=None, show_pruned=False, bet
     return r.figure, f"{r.n_steps} training steps, {r.n_finetune_steps} fine-tuning steps"
 
 
+def _sibling_fits(src: Path, bundle, quiet: bool) -> Path | None:
+    """The ``formula.json`` that ``kansym fit`` wrote next to ``src``, when it belongs to this checkpoint; else None.
+
+    The report then shows the formula and the front that fit printed instead of
+    symbolifying again (seconds, and a front of the Occam step's candidates).
+    """
+    from kansym import plot as P
+    from kansym.errors import KansymError
+
+    path = src.with_name("formula.json")
+    if not path.is_file():
+        return None
+    try:
+        _, record = P.read_fits(path, bundle.model.width)
+        P.formula_from_record(record, bundle)
+    except KansymError:  # another run's file: search as without it
+        return None
+    if not quiet:
+        click.echo(f"using {path} (give --fits to choose another)", err=True)
+    return path
+
+
 @click.command("plot")
 @click.argument("checkpoint", type=click.Path(dir_okay=False))
 @click.option("--kind", "-k", type=click.Choice(KINDS), default="diagram", show_default=True, help="What to draw.")
@@ -120,6 +142,8 @@ def plot_command(checkpoint, kind, output, edge, show_pruned, beta, theta, fits,
 
         check_edge(parsed_edge, bundle.model.width)
     x, y = _data(bundle, data)
+    if kind == "report" and fits is None:
+        fits = _sibling_fits(src, bundle, quiet)
     figure, summary = draw(bundle, kind, edge=parsed_edge, fits_path=fits, show_pruned=show_pruned, beta=beta, theta=theta, x=x, y=y, front=front)
     from kansym.plot._mpl import save_figure
 

@@ -86,6 +86,22 @@ def test_every_kind_writes_every_format(runner, ckpt, tmp_path, kind):
         assert runner.invoke(cli, args).exit_code == 0
 
 
+def test_report_uses_the_formula_json_next_to_the_checkpoint_and_ignores_a_foreign_one(runner, ckpt, tmp_path):
+    out = tmp_path / "r.png"
+    result = runner.invoke(cli, ["plot", str(ckpt / "pruned.pt"), "--kind", "report", "-o", str(out), "--no-front"])
+    assert result.exit_code == 0, result.output
+    assert f"using {ckpt / 'formula.json'}" in result.stderr
+    assert "formula primary_mass_kg**2 + sin(3*semi_major_axis_km);" in result.stdout  # the fit's formula, not a new search
+    # a formula.json of other inputs next to a copy: not used (the report searches as without it)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "pruned.pt").write_bytes((ckpt / "pruned.pt").read_bytes())
+    (other / "formula.json").write_text(json.dumps({"format": "kansym-formula", "sympy": "sin(3*zeta)", "edges": []}))
+    result = runner.invoke(cli, ["plot", str(other / "pruned.pt"), "--kind", "report", "-o", str(out), "--no-front"])
+    assert result.exit_code == 0, result.output
+    assert "using" not in result.stderr and "sin(3*zeta)" not in result.stdout
+
+
 def test_diagram_draws_every_live_edge_and_hides_pruned_ones():
     bundle = make_bundle(width=(3, 4, 2))
     with torch.no_grad():
