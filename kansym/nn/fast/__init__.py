@@ -44,7 +44,8 @@ evaluated in float32; the matmul runs in the autocast dtype.
 """
 
 from kansym.nn.fast.kernels import compile_kernels, features
-from kansym.nn.fast.linear import FeatureCache, kan_linear, kan_linear_l1, spline_basis
+from kansym.nn.fast.cache import FeatureCache
+from kansym.nn.fast.linear import kan_linear, kan_linear_l1, spline_basis
 from kansym.nn.fast.plan import SplinePlan, make_plan
 
 __all__ = [

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import functools
 import threading
-import weakref
 
 import torch
 
+from kansym.nn.fast import bound as _bound
 from kansym.nn.fast import native
+from kansym.nn.fast.cache import FeatureCache
 from kansym.nn.fast.native import _as
 from kansym.nn.fast.kernels import contract, features, input_grad, recomputes_derivative
 from kansym.nn.fast.plan import SplinePlan
@@ -31,60 +32,6 @@ def _first_order_only(backward):
         return backward(ctx, *grads)
 
     return wrapper
-
-
-class FeatureCache:
-    """The features of a layer's recent inputs, reused while an input and the grid stay the same.
-
-    A training loop feeds the first layer the same data tensor in every closure; its
-    features ``F (N, K + 1, in)`` depend only on that tensor and the grid, so they are
-    computed once per grid. A hit needs the very same tensor object (held by weak
-    reference, so a freed input cannot alias a new one), unchanged since
-    (``Tensor._version``), the same plan object (replaced on every grid change) and the
-    same options. Keeps the ``size`` most recent inputs (default 2: the training rows
-    and the validation rows of :func:`kansym.train.fit.fit`, which sets one on the first
-    layer during a fit); memory: their ``F`` (and ``dF/dx`` where asked for).
-
-    Parameters
-    ----------
-    size : int
-        Entries kept, at least 1.
-    """
-
-    def __init__(self, size: int = 2) -> None:
-        self.size = max(1, int(size))
-        self._entries: list[tuple] = []  # (weakref to x, key, plan, (F, dF/dx)), most recent last
-        self.hits = 0
-
-    def __deepcopy__(self, memo) -> "FeatureCache":
-        return FeatureCache(self.size)  # a copied layer starts with an empty cache
-
-    def __getstate__(self) -> dict:
-        return {"size": self.size}
-
-    def __setstate__(self, state) -> None:
-        self.__init__(state.get("size", 2))
-
-    def features(
-        self, x: torch.Tensor, xc: torch.Tensor, plan: SplinePlan, *, with_base: bool, with_deriv: bool, aux: bool = False
-    ):
-        """:func:`features` of ``xc`` (``x`` in the compute dtype), from the cache when ``x`` was seen recently."""
-        key = (x._version, with_base, x.dtype, aux)
-        for i, (ref, k, p, value) in enumerate(self._entries):
-            if ref() is x and k == key and p is plan and (value[1] is not None or not with_deriv):
-                self.hits += 1
-                self._entries.append(self._entries.pop(i))
-                return value
-        value = features(xc, plan, with_base=with_base, with_deriv=with_deriv, aux=aux)
-        self._entries = [e for e in self._entries if e[0]() is not None and e[0]() is not x][-(self.size - 1) :]
-        if self.size == 1:
-            self._entries = []
-        self._entries.append((weakref.ref(x), key, plan, value))
-        return value
-
-    def clear(self) -> None:
-        """Drop every entry."""
-        self._entries = []
 
 
 def _features(x, xc, plan, cache, with_base, with_deriv, aux=False):
@@ -417,7 +364,7 @@ class _KANLinearBlocked(torch.autograd.Function):
 
 
 class _KANLinearNative(torch.autograd.Function):
-    """:class:`_KANLinear` on the native CPU kernels, with their arguments bound once (:func:`native.bind`).
+    """:class:`_KANLinear` on the native CPU kernels, with their arguments bound once (:func:`kansym.nn.fast.bound.bind`).
 
     The same arithmetic (native ``W`` and ``F``, one matmul; in the backward ``F^T g``
     and the parameter gradients, ``g W`` and the native input gradient), without the
@@ -462,7 +409,7 @@ def _native_bound(x, plan, with_base, coef, scale_base, scale_sp, mask):
         return None
     if torch.is_autocast_enabled("cpu"):
         return None
-    return native.bind(plan, x.dtype, with_base)
+    return _bound.bind(plan, x.dtype, with_base)
 
 
 def kan_linear(

@@ -17,8 +17,9 @@ these kernels compute the ``k + 1`` polynomials once per input and write ``F`` (
 elsewhere) or, in the backward, the derivatives times the matching entries of
 ``dL/dF``, so ``dF/dx`` is never stored. The weight assembly ``W = [w_b mask | c w_s
 mask scale]`` and the parameter gradients through it are one pass each, and so are a
-small layer's edge values with their per-edge L1 (loops over samples). :func:`bind`
-binds a plan's kernels and grid pointers once (the layer's lean path).
+small layer's edge values with their per-edge L1 (loops over samples).
+:func:`kansym.nn.fast.bound.bind` binds a plan's kernels and grid pointers once (the
+layer's lean path).
 
 The C source below is compiled on first use with the system C compiler (``cc``, or
 ``$CC``; ``-O3 -march=native -fno-math-errno -fno-trapping-math``, no fast-math, so NaN
@@ -48,9 +49,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = [
-    "available", "enable", "usable", "bind", "Bound", "cubic_features", "cubic_input_grad", "weight", "param_grads",
-]
+__all__ = ["available", "enable", "usable", "cubic_features", "cubic_input_grad", "weight", "param_grads"]
 
 from kansym.nn.fast.native_source import _SOURCE  # the C kernels
 
@@ -453,112 +452,3 @@ def l1_edges_backward(
     fn(_ptr(feats), _ptr(weight), _ptr(edges), _ptr(g_out), _ptr(g_l1) if g_l1 is not None else None, n, n_rows,
        width, n_out, _ptr(g_feats) if need_feats else None, _ptr(g_w), _ptr(work))
     return g_feats, g_w
-
-
-class Bound:
-    """The native kernels of one plan, dtype and base choice, with their arguments bound once.
-
-    Built by :func:`bind` and cached on the plan, so a layer call does a dictionary
-    lookup instead of re-deriving the kernel, its grid pointers and sizes: the fixed
-    cost of a small layer's step is mostly such Python work. Methods take contiguous
-    CPU tensors of the bound dtype (the caller checks, see :func:`params_usable`).
-    """
-
-    __slots__ = ("plan", "dtype", "wb", "n_basis", "rows", "scale", "_fwd", "_bwd", "_weight", "_grads", "_grid",
-                 "_ptrs", "_ints", "_size")
-
-    def __init__(self, plan, dtype: torch.dtype, with_base: bool) -> None:
-        self.plan, self.dtype, self.wb = plan, dtype, int(with_base)
-        self.n_basis = plan.n_basis
-        self.rows = plan.n_basis + self.wb  # R: rows of F per input
-        self.scale = plan.scale
-        if plan.uniform:
-            self._grid = (_as(plan.t0, dtype), _as(plan.inv_h, dtype))
-            self._fwd, self._bwd, self._ints = _kernel("kansym_cubic_fwd", dtype), _kernel("kansym_cubic_bwd", dtype), ()
-        else:
-            self._grid = _plan_tensors(plan, dtype)
-            self._fwd, self._bwd = _kernel("kansym_pw_fwd", dtype), _kernel("kansym_pw_bwd", dtype)
-            self._ints = (self._grid[0].shape[1], plan.order)
-        self._ptrs = tuple(_ptr(t) for t in self._grid)
-        self._weight, self._grads = _kernel("kansym_weight", dtype), _kernel("kansym_param_grads", dtype)
-        self._size = torch.finfo(dtype).bits // 8
-
-    def features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``F (N, R, in)`` and ``sigmoid(x)`` (None without a base), as :func:`cubic_features`."""
-        n, width = x.shape
-        sig = torch.sigmoid(x) if self.wb else None  # torch's vectorised exp
-        out = torch.empty(n, self.rows, width, dtype=self.dtype)
-        row, size = self.rows * width, self._size
-        xp, sp, op = x.data_ptr(), (sig if self.wb else x).data_ptr(), out.data_ptr()
-        fn, ptrs, ints, k, wb = self._fwd, self._ptrs, self._ints, self.n_basis, self.wb
-        if n * row < 2 * _MIN_WORK:  # one thread: no closure, no pool
-            fn(xp, sp, *ptrs, n, width, *ints, k, wb, op)
-            return out, sig
-        _by_rows(lambda r0, r1: fn(xp + r0 * width * size, sp + r0 * width * size, *ptrs, r1 - r0, width, *ints, k,
-                                   wb, op + r0 * row * size), n, row)
-        return out, sig
-
-    def input_grad(self, g_feats: torch.Tensor, x: torch.Tensor, sig: torch.Tensor | None) -> torch.Tensor:
-        """``dL/dx (N, in)`` from contiguous ``dL/dF (N, R, in)``, as :func:`cubic_input_grad`."""
-        n, width = x.shape
-        out = torch.empty(n, width, dtype=self.dtype)
-        row, size = self.rows * width, self._size
-        gp, xp, sp, op = g_feats.data_ptr(), x.data_ptr(), (sig if self.wb else x).data_ptr(), out.data_ptr()
-        fn, ptrs, ints, k, wb = self._bwd, self._ptrs, self._ints, self.n_basis, self.wb
-        if n * row < 2 * _MIN_WORK:
-            fn(gp, xp, sp, *ptrs, n, width, *ints, k, wb, op)
-            return out
-        _by_rows(lambda r0, r1: fn(gp + r0 * row * size, xp + r0 * width * size, sp + r0 * width * size, *ptrs, r1 - r0,
-                                   width, *ints, k, wb, op + r0 * width * size), n, row)
-        return out
-
-    def weight(self, coef, scale_base, scale_sp, mask) -> tuple[torch.Tensor, torch.Tensor]:
-        """``W (out, R, in)`` and ``live (out, in)``, as :func:`weight`."""
-        n_out, width, k = coef.shape
-        w = torch.empty(n_out, self.rows, width, dtype=self.dtype)
-        live = torch.empty(n_out, width, dtype=self.dtype)
-        self._weight(coef.data_ptr(), scale_base.data_ptr(), scale_sp.data_ptr(), mask.data_ptr(), n_out, width, k,
-                     self.wb, self.scale, w.data_ptr(), live.data_ptr())
-        return w, live
-
-    def param_grads(self, g_w, coef, mask, live) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """Gradients of ``coef``, ``scale_base`` (None without a base) and ``scale_sp`` from contiguous ``g_W``, as :func:`param_grads`."""
-        n_out, width, k = coef.shape
-        g_coef = torch.empty_like(coef)
-        g_sp = torch.empty(n_out, width, dtype=self.dtype)
-        g_base = torch.empty(n_out, width, dtype=self.dtype) if self.wb else None
-        self._grads(g_w.data_ptr(), coef.data_ptr(), mask.data_ptr(), live.data_ptr(), n_out, width, k, self.wb,
-                    self.scale, g_coef.data_ptr(), g_base.data_ptr() if self.wb else None, g_sp.data_ptr())
-        return g_coef, g_base, g_sp
-
-
-class _EmptyOnCopy(dict):
-    """A cache kept on a plan that deep-copies and pickles as empty (its ctypes functions cannot be; a copy rebinds)."""
-
-    def __deepcopy__(self, memo) -> "_EmptyOnCopy":
-        return _EmptyOnCopy()
-
-    def __reduce__(self):
-        return (_EmptyOnCopy, ())
-
-
-def bind(plan, dtype: torch.dtype, with_base: bool) -> Bound | None:
-    """The :class:`Bound` kernels of ``plan`` for ``dtype``, or None (no native kernel for it, or unavailable).
-
-    Native kernels exist for cubic uniform plans and piecewise plans of order <= 7, in
-    float32 and float64. Cached on the plan (a new plan comes with every grid change).
-    """
-    if not available():  # checked on every call: enable(False) or KANSYM_NATIVE=0 switch them off at once
-        return None
-    cache = plan.__dict__.get("_native_bound")
-    if cache is None:
-        cache = plan.__dict__["_native_bound"] = _EmptyOnCopy()
-    key = (dtype, with_base, id(_lib))
-    found = cache.get(key, False)
-    if found is not False:
-        return found
-    ok = (dtype is torch.float32 or dtype is torch.float64) and (
-        (plan.uniform and plan.order == 3) or (plan.piecewise and plan.order <= MAX_ORDER)
-    )
-    cache[key] = bound = Bound(plan, dtype, with_base) if ok else None
-    return bound
