@@ -25,7 +25,7 @@ class Bound:
     """
 
     __slots__ = ("plan", "dtype", "wb", "n_basis", "rows", "scale", "_fwd", "_bwd", "_weight", "_grads", "_grid",
-                 "_ptrs", "_ints", "_size")
+                 "_ptrs", "_ints")
 
     def __init__(self, plan, dtype: torch.dtype, with_base: bool) -> None:
         self.plan, self.dtype, self.wb = plan, dtype, int(with_base)
@@ -42,39 +42,17 @@ class Bound:
             self._ints = (self._grid[0].shape[1], plan.order)
         self._ptrs = tuple(native._ptr(t) for t in self._grid)
         self._weight, self._grads = native._kernel("kansym_weight", dtype), native._kernel("kansym_param_grads", dtype)
-        self._size = torch.finfo(dtype).bits // 8
 
     def features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``F (N, R, in)`` and ``sigmoid(x)`` (None without a base), as :func:`cubic_features`."""
-        n, width = x.shape
-        sig = torch.sigmoid(x) if self.wb else None  # torch's vectorised exp
-        out = torch.empty(n, self.rows, width, dtype=self.dtype)
-        row, size = self.rows * width, self._size
-        xp, sp, op = x.data_ptr(), (sig if self.wb else x).data_ptr(), out.data_ptr()
-        fn, ptrs, ints, k, wb = self._fwd, self._ptrs, self._ints, self.n_basis, self.wb
-        if n * row < 2 * native._MIN_WORK:  # one thread: no closure, no pool
-            fn(xp, sp, *ptrs, n, width, *ints, k, wb, op)
-            return out, sig
-        native._by_rows(lambda r0, r1: fn(xp + r0 * width * size, sp + r0 * width * size, *ptrs, r1 - r0, width,
-                                          *ints, k, wb, op + r0 * row * size), n, row)
-        return out, sig
+        """``F (N, R, in)`` and ``sigmoid(x)`` (None without a base), as :func:`native.cubic_features`."""
+        return native._call_features(self._fwd, self._ptrs, self._ints, x, self.n_basis, self.wb)
 
     def input_grad(self, g_feats: torch.Tensor, x: torch.Tensor, sig: torch.Tensor | None) -> torch.Tensor:
-        """``dL/dx (N, in)`` from contiguous ``dL/dF (N, R, in)``, as :func:`cubic_input_grad`."""
-        n, width = x.shape
-        out = torch.empty(n, width, dtype=self.dtype)
-        row, size = self.rows * width, self._size
-        gp, xp, sp, op = g_feats.data_ptr(), x.data_ptr(), (sig if self.wb else x).data_ptr(), out.data_ptr()
-        fn, ptrs, ints, k, wb = self._bwd, self._ptrs, self._ints, self.n_basis, self.wb
-        if n * row < 2 * native._MIN_WORK:
-            fn(gp, xp, sp, *ptrs, n, width, *ints, k, wb, op)
-            return out
-        native._by_rows(lambda r0, r1: fn(gp + r0 * row * size, xp + r0 * width * size, sp + r0 * width * size, *ptrs,
-                                          r1 - r0, width, *ints, k, wb, op + r0 * width * size), n, row)
-        return out
+        """``dL/dx (N, in)`` from contiguous ``dL/dF`` laid out ``(N, R, in)``, as :func:`native.cubic_input_grad`."""
+        return native._call_input_grad(self._bwd, self._ptrs, self._ints, g_feats, x, sig, self.n_basis)
 
     def weight(self, coef, scale_base, scale_sp, mask) -> tuple[torch.Tensor, torch.Tensor]:
-        """``W (out, R, in)`` and ``live (out, in)``, as :func:`weight`."""
+        """``W (out, R, in)`` and ``live (out, in)``, as :func:`native.weight`."""
         n_out, width, k = coef.shape
         w = torch.empty(n_out, self.rows, width, dtype=self.dtype)
         live = torch.empty(n_out, width, dtype=self.dtype)
@@ -83,7 +61,7 @@ class Bound:
         return w, live
 
     def param_grads(self, g_w, coef, mask, live) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """Gradients of ``coef``, ``scale_base`` (None without a base) and ``scale_sp`` from contiguous ``g_W``, as :func:`param_grads`."""
+        """Gradients of ``coef``, ``scale_base`` (None without a base) and ``scale_sp`` from contiguous ``g_W``, as :func:`native.param_grads`."""
         n_out, width, k = coef.shape
         g_coef = torch.empty_like(coef)
         g_sp = torch.empty(n_out, width, dtype=self.dtype)

@@ -214,41 +214,54 @@ def _by_rows(run, n: int, row_elems: int) -> None:
     list(_pool.map(lambda r0: run(r0, min(n, r0 + step)), range(0, n, step)))
 
 
-def _run_features(kernel: str, x: torch.Tensor, grid: tuple, ints: tuple, n_basis: int, with_base: bool):
-    """Call a forward kernel ``(x, sig, *grid, n, in, *ints, K, wb, out)`` over row blocks; returns ``(F, sig)``."""
+def _call_features(fn, grid_ptrs, ints: tuple, x: torch.Tensor, n_basis: int, wb: int):
+    """Run a forward kernel ``fn(x, sig, *grid, n, in, *ints, K, wb, out)`` on contiguous ``x``; returns ``(F, sig)``.
+
+    Small inputs take one direct call; larger ones go over row blocks on the thread pool.
+    """
     n, width = x.shape
-    sig = torch.sigmoid(x) if with_base else None  # torch's vectorised exp
-    out = torch.empty(n, n_basis + int(with_base), width, dtype=x.dtype)
-    fn = _kernel(kernel, x.dtype)
-    rows, size = (n_basis + int(with_base)) * width, x.element_size()
-    xp, sp, op, gps = _ptr(x), _ptr(sig if with_base else x), _ptr(out), [_ptr(t) for t in grid]
-
-    def run(r0: int, r1: int) -> None:
-        off = r0 * width * size
-        fn(xp + off, sp + off, *gps, r1 - r0, width, *ints, n_basis, int(with_base), op + r0 * rows * size)
-
-    _by_rows(run, n, rows)
+    sig = torch.sigmoid(x) if wb else None  # torch's vectorised exp
+    out = torch.empty(n, n_basis + wb, width, dtype=x.dtype)
+    row, size = (n_basis + wb) * width, x.element_size()
+    xp, sp, op = x.data_ptr(), (sig if wb else x).data_ptr(), out.data_ptr()
+    if n * row < 2 * _MIN_WORK:  # one thread: no closure, no pool
+        fn(xp, sp, *grid_ptrs, n, width, *ints, n_basis, wb, op)
+        return out, sig
+    _by_rows(lambda r0, r1: fn(xp + r0 * width * size, sp + r0 * width * size, *grid_ptrs, r1 - r0, width, *ints,
+                               n_basis, wb, op + r0 * row * size), n, row)
     return out, sig
 
 
-def _run_input_grad(kernel: str, g_feats: torch.Tensor, x: torch.Tensor, sig, grid: tuple, ints: tuple):
-    """Call a backward kernel ``(g, x, sig, *grid, n, in, *ints, K, wb, gx)`` over row blocks; returns ``dL/dx``."""
-    g_feats = g_feats if g_feats.is_contiguous() else g_feats.contiguous()
+def _call_input_grad(fn, grid_ptrs, ints: tuple, g_feats: torch.Tensor, x: torch.Tensor, sig, n_basis: int):
+    """Run a backward kernel ``fn(g, x, sig, *grid, n, in, *ints, K, wb, gx)`` on contiguous tensors; returns ``dL/dx``.
+
+    ``g_feats`` holds ``dL/dF`` laid out ``(N, K + wb, in)`` (any view of that memory).
+    """
     n, width = x.shape
-    with_base = sig is not None
-    n_basis = g_feats.shape[1] - int(with_base)
-    sig = (sig if sig.is_contiguous() else sig.contiguous()) if with_base else x
+    wb = int(sig is not None)
     out = torch.empty(n, width, dtype=x.dtype)
-    fn = _kernel(kernel, x.dtype)
-    rows, size = (n_basis + int(with_base)) * width, x.element_size()
-    gp, xp, sp, op, gps = _ptr(g_feats), _ptr(x), _ptr(sig), _ptr(out), [_ptr(t) for t in grid]
-
-    def run(r0: int, r1: int) -> None:
-        off = r0 * width * size
-        fn(gp + r0 * rows * size, xp + off, sp + off, *gps, r1 - r0, width, *ints, n_basis, int(with_base), op + off)
-
-    _by_rows(run, n, rows)
+    row, size = (n_basis + wb) * width, x.element_size()
+    gp, xp, sp, op = g_feats.data_ptr(), x.data_ptr(), (sig if wb else x).data_ptr(), out.data_ptr()
+    if n * row < 2 * _MIN_WORK:
+        fn(gp, xp, sp, *grid_ptrs, n, width, *ints, n_basis, wb, op)
+        return out
+    _by_rows(lambda r0, r1: fn(gp + r0 * row * size, xp + r0 * width * size, sp + r0 * width * size, *grid_ptrs,
+                               r1 - r0, width, *ints, n_basis, wb, op + r0 * width * size), n, row)
     return out
+
+
+def _run_features(kernel: str, x: torch.Tensor, grid: tuple, ints: tuple, n_basis: int, with_base: bool):
+    """:func:`_call_features` of the kernel named ``kernel`` on the grid tensors ``grid``."""
+    return _call_features(_kernel(kernel, x.dtype), [_ptr(t) for t in grid], ints, x, n_basis, int(with_base))
+
+
+def _run_input_grad(kernel: str, g_feats: torch.Tensor, x: torch.Tensor, sig, grid: tuple, ints: tuple):
+    """:func:`_call_input_grad` of the kernel named ``kernel``; ``g_feats (N, R, in)`` and ``sig`` any strides."""
+    g_feats = g_feats if g_feats.is_contiguous() else g_feats.contiguous()
+    if sig is not None and not sig.is_contiguous():
+        sig = sig.contiguous()
+    n_basis = g_feats.shape[1] - int(sig is not None)
+    return _call_input_grad(_kernel(kernel, x.dtype), [_ptr(t) for t in grid], ints, g_feats, x, sig, n_basis)
 
 
 def cubic_features(
