@@ -5,6 +5,9 @@ For each (batch, width) the script builds, in one process:
 - ``kansym``: :class:`kansym.nn.KANLayer` (width -> width, grid G, order k) as users get
   it: on CPU with the native cubic kernels (:mod:`kansym.nn.fast.native`, built with the
   system C compiler on first use) when a compiler exists;
+- ``kansym-ctypes``: the same layer on the same native kernels through the Python
+  autograd function and :mod:`ctypes` (``KANSYM_OP=0``) instead of the C++ operator of
+  :mod:`kansym.nn.fast.op` (which the script builds and waits for before timing);
 - ``kansym-torch``: the same layer with the native kernels off (``KANSYM_NATIVE=0``):
   the basis by eager torch ops;
 - ``kansym-compiled``: native kernels off, :func:`kansym.nn.fast.compile_kernels` on
@@ -26,7 +29,11 @@ Time: CPU time of the calling thread (``--clock thread``, the default, with one 
 thread: time the process spends waiting for the CPU on a shared machine is not
 counted) or wall time (``--clock wall``), of forward (in grad mode) and forward+backward (``out.backward(g)`` with a fixed
 random ``g``), medians (and the minimum of fwd+bwd) over interleaved repeats (every implementation once per
-round, so load from other processes hits all alike); ``bwd = fwd+bwd - fwd``.
+round, so load from other processes hits all alike); ``bwd = fwd+bwd - fwd``. In each round every
+implementation first runs one untimed forward+backward, so each is timed in its own steady state, as
+in a training loop, and not in the state the previous implementation left: pykan's ~100 MB of
+temporaries evict the caches and return heap pages to the system, which cost whichever
+implementation came next 0.3-1 ms at 1024 x 64 (``--no-warm`` restores the old order).
 Parameter gradients are reset to ``None`` before each step.
 
 Peak memory: the input tensor of the step (``(batch, in)``, or the precomputed
@@ -67,19 +74,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kansym.nn import KANLayer  # noqa: E402
 from kansym.nn import fast  # noqa: E402
 from kansym.nn.fast import native  # noqa: E402
+from kansym.nn.fast import op as fast_op  # noqa: E402
 
 DEFAULT_SIZES = (
     "256x64,1024x64,4096x64,16384x64,65536x64,"
     "1024x16,65536x16,1024x128,1024x256,1024x512,4096x256"
 )
-IMPLS = ("kansym", "kansym-torch", "kansym-compiled", "kansym-updated", "pykan", "inkan", "dense", "linear")
+IMPLS = ("kansym", "kansym-ctypes", "kansym-torch", "kansym-compiled", "kansym-updated", "pykan", "inkan", "dense", "linear")
 
 
 def build(name: str, batch: int, width: int, grid: int, order: int, args) -> tuple[nn.Module, torch.Tensor] | None:
     """The module and the input tensor of one implementation, or None when skipped."""
     gen = torch.Generator().manual_seed(0)
     x = torch.rand(batch, width, generator=gen) * 2 - 1
-    if name in ("kansym", "kansym-torch", "kansym-compiled"):
+    if name in ("kansym", "kansym-ctypes", "kansym-torch", "kansym-compiled"):
         return KANLayer(width, width, grid, order, generator=gen), x
     if name == "kansym-updated":
         layer = KANLayer(width, width, grid, order, generator=gen)
@@ -121,6 +129,7 @@ def build(name: str, batch: int, width: int, grid: int, order: int, args) -> tup
 def _select_kernels(module: nn.Module) -> None:
     fast.compile_kernels(getattr(module, "_bench_compiled", False))
     native.enable(getattr(module, "_bench_native", True))
+    fast_op.enable(getattr(module, "_bench_op", True))
 
 
 def step(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, backward: bool) -> None:
@@ -161,7 +170,8 @@ def peak_bytes(module: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> int:
         live += e.nbytes()
         peak = max(peak, live)
     held = 0
-    if isinstance(module, KANLayer) and x.requires_grad:  # the dL/dF scratch this layer keeps between steps
+    uses_ctypes = not getattr(module, "_bench_op", True) or fast_op.get() is None  # the C++ operator keeps none
+    if isinstance(module, KANLayer) and x.requires_grad and uses_ctypes:  # the dL/dF scratch kept between steps
         need = x.shape[0] * (module.grid_size + module.spline_order + 1) * x.shape[1] * x.element_size()
         held = need if need <= fast.linear.WORKSPACE_MAX_BYTES else 0
     return peak + x.numel() * x.element_size() + held
@@ -180,6 +190,7 @@ def run_case(batch: int, width: int, input_grad: bool, args) -> list[dict]:
             x = x.detach().requires_grad_(input_grad)
             module._bench_compiled = name == "kansym-compiled"
             module._bench_native = name not in ("kansym-torch", "kansym-compiled")
+            module._bench_op = name != "kansym-ctypes"
             grad = torch.randn(batch, width, generator=torch.Generator().manual_seed(1))
             built[name] = (module, x, grad)
     # warm up and choose the number of rounds from the slowest implementation
@@ -192,6 +203,8 @@ def run_case(batch: int, width: int, input_grad: bool, args) -> list[dict]:
     full = {n: [] for n in built}
     for _ in range(reps):
         for name, (module, x, grad) in built.items():
+            if not args.no_warm:
+                step(module, x, grad, True)
             fwd[name].append(timed(module, x, grad, False))
             full[name].append(timed(module, x, grad, True))
     rows = []
@@ -252,6 +265,8 @@ def main(argv=None) -> int:
     parser.add_argument("--pykan-max", type=int, default=2**24, help="largest batch*in*out run through pykan")
     parser.add_argument("--inkan-compile", action="store_true", help="inkan with its torch.compile basis")
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--no-warm", action="store_true",
+                        help="no untimed step before each implementation's timed steps in a round")
     parser.add_argument(
         "--clock",
         choices=("thread", "wall"),
@@ -265,6 +280,8 @@ def main(argv=None) -> int:
         parser.error("--clock thread measures one thread: use --threads 1 or --clock wall")
     CLOCK = time.thread_time if args.clock == "thread" else time.perf_counter
     args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
+    if not fast_op.wait():  # build the C++ operator now, not inside the clocks
+        print(f"# kansym's C++ operator: {fast_op.status()} (the layer uses the ctypes path)", file=sys.stderr)
     sizes = [tuple(int(v) for v in s.lower().split("x")) for s in args.sizes.split(",") if s.strip()]
     grads = {"yes": [True], "no": [False], "both": [True, False]}[args.input_grad]
     rows = []

@@ -121,11 +121,14 @@ class KANLayer(nn.Module):
 
     def plan(self) -> SplinePlan:
         """The evaluation plan of the current grid (see :func:`kansym.nn.fast.make_plan`)."""
-        grid = self.grid
-        key = (grid.data_ptr(), grid._version, grid.dtype, grid.device, tuple(grid.shape), self.force_reference)
-        if key != self._plan_key:
+        grid = self._buffers["grid"]
+        key = self._plan_key  # (grid object, its version, its data pointer, force_reference)
+        if (key is None or key[0] is not grid or key[1] != grid._version or key[2] != grid.data_ptr()
+                or key[3] != self.force_reference):
+            # a new grid: update_grid / extend_grid (in place: a new version), .to() / load_state_dict (a new
+            # tensor or new memory), grid.data = ... (new memory)
             self._plan = make_plan(grid, self.spline_order, force_reference=self.force_reference)
-            self._plan_key = key
+            self._plan_key = (grid, grid._version, grid.data_ptr(), self.force_reference)
         return self._plan
 
     def basis(self, x: torch.Tensor) -> torch.Tensor:
@@ -147,15 +150,14 @@ class KANLayer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Node outputs ``sum_i phi_ji(x_i)``: ``(..., in) -> (..., out)``."""
-        lead = x.shape[:-1]
-        if x.dim() != 2:  # a 2-D input stays the same object (FeatureCache recognises it)
-            x = x.reshape(-1, self.in_features)  # (N, in)
-        plan = self.plan()
-        with_base = self.base_fun == "silu"
-        out = kan_linear(
-            x, self.coef, self.scale_base, self.scale_sp, self.mask, plan, with_base=with_base, cache=self.feature_cache
-        )  # (N, out)
-        return out.reshape(*lead, self.out_features)
+        params = self._parameters  # direct lookups: this runs per layer and step, and a small layer's step is short
+        if x.dim() == 2:  # a 2-D input stays the same object (FeatureCache recognises it)
+            return kan_linear(x, params["coef"], params["scale_base"], params["scale_sp"], self._buffers["mask"],
+                              self.plan(), with_base=self.base_fun == "silu", cache=self.feature_cache)
+        out = kan_linear(x.reshape(-1, self.in_features), params["coef"], params["scale_base"], params["scale_sp"],
+                         self._buffers["mask"], self.plan(), with_base=self.base_fun == "silu",
+                         cache=self.feature_cache)  # (N, out)
+        return out.reshape(*x.shape[:-1], self.out_features)
 
     def forward_l1(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Node outputs and every edge's ``|phi_ji|_1`` on the samples, in one pass.

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from kansym.nn import KANLayer
 from kansym.nn.fast import native
+from kansym.nn.fast import op as fast_op
 from kansym.nn.spline import bspline_basis, make_grid
 
 HAS_CC = shutil.which(os.environ.get("CC", "cc")) is not None
@@ -149,16 +150,22 @@ def test_native_forward_saves_the_input_not_the_derivative():
         pytest.skip("native kernels unavailable")
     layer = KANLayer(8, 4, 5, 3)
     x = torch.randn(64, 8, requires_grad=True)
-    node = layer(x).grad_fn
-    while not hasattr(node, "saved_tensors"):  # past the reshape
-        node = node.next_functions[0][0]
-    shapes = [tuple(t.shape) for t in node.saved_tensors]
-    assert (64, 8) in shapes  # the input, for the recomputed dF/dx
-    assert (64, 9, 8) not in shapes[1:] and shapes.count((64, 9 * 8)) == 1  # F once, no dF/dx
+    for use_op in (False, True):  # the Python autograd function and the C++ operator
+        if use_op and not fast_op.wait():
+            continue
+        fast_op.enable(use_op)
+        shapes = []
+        try:  # every tensor autograd saves, C++ nodes included, goes through the pack hook
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: shapes.append(tuple(t.shape)) or t, lambda t: t):
+                layer(x)
+        finally:
+            fast_op.enable(True)
+        assert shapes.count((64, 8)) == 2  # the input and sigmoid(input), for the recomputed dF/dx
+        assert (64, 9, 8) not in shapes and shapes.count((64, 9 * 8)) == 1  # F once, no dF/dx
 
 
 def _run(code: str, env_extra: dict) -> subprocess.CompletedProcess:
-    env = {**os.environ, **env_extra}
+    env = {**os.environ, "KANSYM_OP": "0", **env_extra}  # the C kernels' build only (the C++ operator: test_native_op)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
 
 

@@ -36,7 +36,9 @@ B_{i+1,k-1} / (t_{i+k+1} - t_{i+1}))`` on the reference path (de Boor 1978).
 Then ``dL/dx = sum_r (dL/dF W)_r dF_r/dx``. Elementwise work runs in row chunks on
 reused buffers, so only ``F`` and ``dF/dx`` are full-size: no autograd graph of the
 basis and no ``(N, out, in)`` tensor. :func:`compile_kernels` fuses the cubic
-uniform-grid kernel with ``torch.compile`` (optional).
+uniform-grid kernel with ``torch.compile`` (optional). On CPU the node is native
+(:mod:`kansym.nn.fast.native`: C kernels through ctypes) and, once its background build
+is done, one C++ operator (:mod:`kansym.nn.fast.op`) with no Python in the backward.
 
 Device placement: every tensor is created on the input's device, the plan's knots
 follow the layer's ``grid`` buffer, and inputs in float16/bfloat16 (autocast) are

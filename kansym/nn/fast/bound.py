@@ -24,8 +24,8 @@ class Bound:
     CPU tensors of the bound dtype (the caller checks, see :func:`params_usable`).
     """
 
-    __slots__ = ("plan", "dtype", "wb", "n_basis", "rows", "scale", "_fwd", "_bwd", "_weight", "_grads", "_grid",
-                 "_ptrs", "_ints")
+    __slots__ = ("plan", "dtype", "wb", "n_basis", "rows", "scale", "order", "grid", "_fwd", "_bwd", "_weight", "_grads",
+                 "_grid", "_ptrs", "_ints")
 
     def __init__(self, plan, dtype: torch.dtype, with_base: bool) -> None:
         self.plan, self.dtype, self.wb = plan, dtype, int(with_base)
@@ -41,6 +41,7 @@ class Bound:
             self._fwd, self._bwd = native._kernel("kansym_pw_fwd", dtype), native._kernel("kansym_pw_bwd", dtype)
             self._ints = (self._grid[0].shape[1], plan.order)
         self._ptrs = tuple(native._ptr(t) for t in self._grid)
+        self.order, self.grid = plan.order, list(self._grid)  # the arguments of the C++ operator (kansym.nn.fast.op)
         self._weight, self._grads = native._kernel("kansym_weight", dtype), native._kernel("kansym_param_grads", dtype)
 
     def features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

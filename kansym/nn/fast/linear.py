@@ -12,6 +12,7 @@ import torch
 
 from kansym.nn.fast import bound as _bound
 from kansym.nn.fast import native
+from kansym.nn.fast import op as _op
 from kansym.nn.fast.cache import FeatureCache
 from kansym.nn.fast.native import _as
 from kansym.nn.fast.kernels import contract, features, input_grad, recomputes_derivative
@@ -447,6 +448,13 @@ def kan_linear(
         return _KANLinearBlocked.apply(x, coef, scale_base, scale_sp, mask, plan, with_base)
     bound = _native_bound(x, plan, with_base, coef, scale_base, scale_sp, mask)
     if bound is not None:
+        kan_op = _op.get()
+        if kan_op is not None and not torch.compiler.is_compiling():  # the same work without Python autograd
+            if cache is None:
+                return kan_op(x, coef, scale_base, scale_sp, mask, bound.grid, bound.order, with_base, bound.scale)
+            feats, sig = cache.features(x, x, plan, with_base=with_base, with_deriv=False, aux=True)
+            return kan_op(x, coef, scale_base, scale_sp, mask, bound.grid, bound.order, with_base, bound.scale,
+                          feats, sig)
         return _KANLinearNative.apply(x, coef, scale_base, scale_sp, mask, bound, cache)
     return _KANLinear.apply(x, coef, scale_base, scale_sp, mask, plan, with_base, cache)
 
