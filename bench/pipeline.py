@@ -143,8 +143,10 @@ def main(argv=None) -> int:
     # of wall time here, then cached in ~/.cache/kansym); without this, the first run after a
     # change of the kernel source paid it inside kansym's clock
     from kansym.nn.fast import native
+    from kansym.nn.fast import op as fast_op
 
     native.available()
+    fast_op.wait()  # the layer's C++ operator: a background build of ~20 s on a new machine or source
     tools = [t.strip() for t in args.tools.split(",")]
     rows = []
     for name in [p.strip() for p in args.problems.split(",") if p.strip()]:
