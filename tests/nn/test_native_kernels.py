@@ -346,3 +346,23 @@ def test_blocked_path_equals_the_one_block_path(updated, base_fun):
             continue
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10, msg=name)
     assert layer(x).shape == (6000, 7)  # the layer takes the blocked path at this size
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_native_sigmoid_is_within_two_ulp_and_keeps_torchs_special_values(dtype):
+    """The forward kernels write sigmoid(x) with their own vectorised exp (silu's row and silu')."""
+    if not native.available():
+        pytest.skip("native kernels unavailable")
+    special = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 88.7, 89.0, -103.0, -110.0, 709.7, 710.0, -745.0]
+    x = torch.cat([torch.linspace(-120, 120, 40001, dtype=dtype), torch.linspace(-800, 800, 4001, dtype=dtype),
+                   torch.tensor(special, dtype=dtype)])
+    x = x.reshape(-1, 1).repeat(1, 9).contiguous()  # 9 inputs: the wide kernel
+    feats, sig = native.cubic_features(x, torch.full((9,), -1.0, dtype=dtype), torch.full((9,), 2.0, dtype=dtype), 8, True)
+    exact = torch.sigmoid(x.double())
+    normal = exact > torch.finfo(dtype).tiny * 2**24  # away from subnormals, where relative error means nothing
+    rel = ((sig.double() - exact).abs() / exact)[normal]
+    assert rel.max() <= 2 * torch.finfo(dtype).eps
+    torch.testing.assert_close(sig[-len(special):], torch.sigmoid(x[-len(special):]), rtol=0, atol=0, equal_nan=True)
+    silu = feats[:, 0]
+    assert torch.equal(silu.isnan(), (x * torch.sigmoid(x)).isnan())  # NaN and -inf give NaN, as torch's silu
+    assert silu[-len(special) + 1, 0] == float("inf")

@@ -220,7 +220,7 @@ def _call_features(fn, grid_ptrs, ints: tuple, x: torch.Tensor, n_basis: int, wb
     Small inputs take one direct call; larger ones go over row blocks on the thread pool.
     """
     n, width = x.shape
-    sig = torch.sigmoid(x) if wb else None  # torch's vectorised exp
+    sig = torch.empty_like(x) if wb else None  # the kernel writes sigmoid(x) (its own vectorised exp)
     out = torch.empty(n, n_basis + wb, width, dtype=x.dtype)
     row, size = (n_basis + wb) * width, x.element_size()
     xp, sp, op = x.data_ptr(), (sig if wb else x).data_ptr(), out.data_ptr()

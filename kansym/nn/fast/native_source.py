@@ -8,70 +8,66 @@ Compiled by :func:`kansym.nn.fast.native._compile`.
 """
 
 _TEMPLATE = r"""
-/* One sample row, inputs j0 <= j < j1 (at most BLOCK): the four polynomials of every input
-   once, then each basis row i picks the one with q = i - m + 3 in 0..3 (blends; both loops
-   vectorise over inputs). NaN inputs give NaN in every basis, inputs outside the extended
-   grid 0. */
+/* One sample row, inputs j0 <= j < j1 (at most BLOCK), position s = (x - t0) / h on the
+   extended grid: basis i is centred at s = i + 2 and, with a = |s - i - 2|,
+   -6 B_i = 4 (1 - a)_+^3 - (2 - a)_+^3 (the symmetric two-term form of the cardinal cubic
+   B-spline, Schoenberg 1946; Unser 1999, eq. 7): per basis row a few vector operations over
+   the inputs, no interval lookup. NaN inputs give NaN in every basis, inputs outside the
+   extended grid (+-inf included) 0. */
 static void fwd_row_SUF(const T *restrict xr, const T *restrict t0, const T *restrict inv_h,
                         int64_t in, int64_t j0, int64_t j1, int64_t K, T *restrict o) {
-    T mm[BLOCK], v0[BLOCK], v1[BLOCK], v2[BLOCK], v3[BLOCK], nn[BLOCK];
+    T ss[BLOCK], nn[BLOCK];
     int64_t w = j1 - j0;
     for (int64_t j = 0; j < w; ++j) {
         T s = (xr[j0 + j] - t0[j0 + j]) * inv_h[j0 + j];
-        T m = FLOOR(s), t = s - m, u = 1 - t, t2 = t * t;
-        mm[j] = m - 3;
-        v0[j] = -(u * u * u);
-        v1[j] = -((3 * t - 6) * t2 + 4);
-        v2[j] = -(((-3 * t + 3) * t + 3) * t + 1);
-        v3[j] = -(t2 * t);
+        ss[j] = s;
         nn[j] = s != s ? s : 0; /* NaN for a NaN input */
     }
     for (int64_t i = 0; i < K; ++i) {
         T *restrict oi = o + i * in + j0;
-        T fi = (T)i;
+        T c = (T)(i + 2);
         for (int64_t j = 0; j < w; ++j) {
-            T q = fi - mm[j];
-            T v = q == 0 ? v0[j] : 0;
-            v = q == 1 ? v1[j] : v;
-            v = q == 2 ? v2[j] : v;
-            v = q == 3 ? v3[j] : v;
-            oi[j] = v + nn[j];
+            T a = FABS(ss[j] - c), p = 2 - a, q = 1 - a;
+            p = p > 0 ? p : 0;
+            q = q > 0 ? q : 0;
+            oi[j] = (4 * (q * q * q) - p * p * p) + nn[j];
         }
     }
 }
 
+/* Its input gradient: d(-6 B_i)/ds = sign(s - i - 2) (3 (2 - a)_+^2 - 12 (1 - a)_+^2) (a value
+   >= 0, so the sign is a copysign), times the matching entry of dL/dF, summed over i, times 1/h. */
 static void bwd_row_SUF(const T *restrict gb, const T *restrict xr, const T *restrict t0,
                         const T *restrict inv_h, int64_t in, int64_t j0, int64_t j1, int64_t K,
                         T *restrict o) {
-    T mm[BLOCK], d0[BLOCK], d1[BLOCK], d2[BLOCK], d3[BLOCK], acc[BLOCK];
+    T ss[BLOCK], acc[BLOCK];
     int64_t w = j1 - j0;
     for (int64_t j = 0; j < w; ++j) {
         T s = (xr[j0 + j] - t0[j0 + j]) * inv_h[j0 + j];
-        T m = FLOOR(s), t = s - m, u = 1 - t;
-        mm[j] = m - 3;
-        d0[j] = 3 * u * u;
-        d1[j] = -(9 * t - 12) * t;
-        d2[j] = -((-9 * t + 6) * t + 3);
-        d3[j] = -3 * t * t;
+        ss[j] = s;
         acc[j] = s != s ? s : 0;
     }
     for (int64_t i = 0; i < K; ++i) {
         const T *restrict gi = gb + i * in + j0;
-        T fi = (T)i;
+        T c = (T)(i + 2);
         for (int64_t j = 0; j < w; ++j) {
-            T q = fi - mm[j];
-            T d = q == 0 ? d0[j] : 0;
-            d = q == 1 ? d1[j] : d;
-            d = q == 2 ? d2[j] : d;
-            d = q == 3 ? d3[j] : d;
-            acc[j] += gi[j] * d;
+            T d = ss[j] - c, a = FABS(d), p = 2 - a, q = 1 - a;
+            p = p > 0 ? p : 0;
+            q = q > 0 ? q : 0;
+            acc[j] += gi[j] * COPYSIGN(3 * (p * p) - 12 * (q * q), d);
         }
     }
     for (int64_t j = 0; j < w; ++j) o[j0 + j] = acc[j] * inv_h[j0 + j];
 }
 
+/* sig[e] = 1 / (1 + exp(-x[e])) for e < count, vectorised (kexp below); NaN stays NaN,
+   -inf gives 0 and +inf 1, as torch.sigmoid. */
+static void sigmoid_SUF(const T *restrict x, int64_t count, T *restrict sig) {
+    for (int64_t e = 0; e < count; ++e) sig[e] = 1 / (1 + kexp_SUF(-x[e]));
+}
+
 /* out (n, K + wb, in): rows wb + i get -6 B_i(x); with wb, row 0 gets silu(x) = x sig(x),
-   sig (n, in) given. */
+   and sig (n, in) gets sigmoid(x) (the forward kernels below write it first). */
 /* t0 and inv_h repeated for `per` rows of `in` inputs (te, he: BLOCK entries). */
 static void repeat_grid_SUF(const T *t0, const T *inv_h, int64_t in, int64_t per, T *te, T *he) {
     for (int64_t e = 0; e < per * in; ++e) {
@@ -165,8 +161,9 @@ static void cubic_bwd_narrow_SUF(const T *g, const T *x, const T *sig, const T *
     }
 }
 
-void kansym_cubic_fwd_SUF(const T *x, const T *sig, const T *t0, const T *inv_h, int64_t n,
+void kansym_cubic_fwd_SUF(const T *x, T *sig, const T *t0, const T *inv_h, int64_t n,
                           int64_t in, int64_t K, int64_t wb, T *out) {
+    if (wb) sigmoid_SUF(x, n * in, sig);
     if (in < NARROW) {
         cubic_fwd_narrow_SUF(x, sig, t0, inv_h, n, in, K, wb, out);
         return;
@@ -306,8 +303,9 @@ pw_bwd_cols_SUF(int64_t P, const T *g, const T *x, const T *sig, const T *knots,
     }
 }
 
-void kansym_pw_fwd_SUF(const T *x, const T *sig, const T *knots, const T *origins, const T *table,
+void kansym_pw_fwd_SUF(const T *x, T *sig, const T *knots, const T *origins, const T *table,
                        int64_t n, int64_t in, int64_t M, int64_t k, int64_t K, int64_t wb, T *out) {
+    if (wb) sigmoid_SUF(x, n * in, sig);
     if (k == 3) /* cubic: the four polynomials as one vector per sample */
         pw_fwd_cols_SUF(4, x, sig, knots, origins, table, n, in, M, K, wb, out);
     else
@@ -451,8 +449,45 @@ void kansym_param_grads_SUF(const T *restrict gw, const T *restrict coef, const 
 }
 """
 
-_SOURCE = "#include <math.h>\n#include <stdint.h>\n#define BLOCK 256\n#define KMAX 7\n#define NARROW 8\n#define SBP 64\n" + "".join(
-    _TEMPLATE.replace("SUF", suffix).replace("FLOOR", floor).replace("T ", f"{ctype} ").replace("(T)", f"({ctype})")
-    .replace("T *", f"{ctype} *")
-    for ctype, suffix, floor in (("float", "f32", "floorf"), ("double", "f64", "floor"))
+_EXP = r"""
+/* exp(x) = 2^n exp(r), n = rint(x / ln 2), r = x - n ln 2 (Cody and Waite 1980: ln 2 in two
+   parts, so r is exact to the working precision), exp(r) by its Taylor polynomial on
+   |r| <= ln(2) / 2 (degree 7 in float: truncation 7e-9 relative; degree 13 in double:
+   5e-18), 2^n as two exact powers of two so that overflow gives inf and underflow 0. Branch
+   free (the loops calling it vectorise); NaN stays NaN. Within 2 ulp of the correctly rounded
+   value (tests/nn/test_native_kernels.py). */
+static inline float kexp_f32(float x) {
+    float xc = x > 88.8f ? 88.8f : x;
+    xc = xc < -104.0f ? -104.0f : xc;
+    float n = rintf(xc * 1.44269504088896341f);
+    float r = (xc - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720; p = p * r + 1.0f / 120; p = p * r + 1.0f / 24; p = p * r + 1.0f / 6;
+    p = p * r + 0.5f; p = p * r + 1.0f; p = p * r + 1.0f;
+    int32_t k = (int32_t)n, a = k / 2, b = k - a;
+    union { int32_t i; float f; } ua = {(a + 127) << 23}, ub = {(b + 127) << 23};
+    return p * ua.f * ub.f;
+}
+static inline double kexp_f64(double x) {
+    double xc = x > 709.9 ? 709.9 : x;
+    xc = xc < -745.5 ? -745.5 : xc;
+    double n = rint(xc * 1.4426950408889634074);
+    double r = (xc - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0; p = p * r + 1.0 / 39916800.0; p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0; p = p * r + 1.0 / 40320.0; p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0; p = p * r + 1.0 / 120.0; p = p * r + 1.0 / 24.0; p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5; p = p * r + 1.0; p = p * r + 1.0;
+    int64_t k = (int64_t)n, a = k / 2, b = k - a;
+    union { int64_t i; double f; } ua = {(a + 1023) << 52}, ub = {(b + 1023) << 52};
+    return p * ua.f * ub.f;
+}
+"""
+
+_SOURCE = "#include <math.h>\n#include <stdint.h>\n#define BLOCK 256\n#define KMAX 7\n#define NARROW 8\n#define SBP 64\n" + _EXP + "".join(
+    _TEMPLATE.replace("SUF", suffix).replace("FLOOR", floor).replace("FABS", fabs).replace("COPYSIGN", copysign)
+    .replace("T ", f"{ctype} ").replace("(T)", f"({ctype})").replace("T *", f"{ctype} *")
+    for ctype, suffix, floor, fabs, copysign in (
+        ("float", "f32", "floorf", "fabsf", "copysignf"), ("double", "f64", "floor", "fabs", "copysign")
+    )
 )

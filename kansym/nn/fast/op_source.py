@@ -19,11 +19,11 @@ _CXX_SOURCE = r"""
                            int64_t, double, T *, T *);                                            \
     void kansym_param_grads_##S(const T *, const T *, const T *, const T *, int64_t, int64_t,     \
                                 int64_t, int64_t, double, T *, T *, T *);                         \
-    void kansym_cubic_fwd_##S(const T *, const T *, const T *, const T *, int64_t, int64_t,       \
+    void kansym_cubic_fwd_##S(const T *, T *, const T *, const T *, int64_t, int64_t,             \
                               int64_t, int64_t, T *);                                             \
     void kansym_cubic_bwd_##S(const T *, const T *, const T *, const T *, const T *, int64_t,     \
                               int64_t, int64_t, int64_t, T *);                                    \
-    void kansym_pw_fwd_##S(const T *, const T *, const T *, const T *, const T *, int64_t,        \
+    void kansym_pw_fwd_##S(const T *, T *, const T *, const T *, const T *, int64_t,              \
                            int64_t, int64_t, int64_t, int64_t, int64_t, T *);                     \
     void kansym_pw_bwd_##S(const T *, const T *, const T *, const T *, const T *, const T *,      \
                            int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, T *);
@@ -65,10 +65,11 @@ template <typename F> void by_rows(int64_t n, int64_t row_elems, const F &run) {
 
 /* grid: uniform cubic {t0, inv_h}; piecewise {knots (in, M), origins, table}. */
 template <typename T>
-void features(const Tensor &x, const Tensor &sig, const std::vector<Tensor> &grid, int64_t order,
+void features(const Tensor &x, Tensor &sig, const std::vector<Tensor> &grid, int64_t order,
               int64_t K, int64_t wb, Tensor &out) {
     int64_t n = x.size(0), in = x.size(1), R = K + wb;
-    const T *xp = x.data_ptr<T>(), *sp = wb ? sig.data_ptr<T>() : xp;
+    const T *xp = x.data_ptr<T>();
+    T *sp = wb ? sig.data_ptr<T>() : const_cast<T *>(xp); /* sigmoid(x) is written (only with wb) */
     T *op = out.data_ptr<T>();
     if (grid.size() == 2) {
         const T *t0 = grid[0].data_ptr<T>(), *ih = grid[1].data_ptr<T>();
@@ -125,7 +126,7 @@ struct KANLinear : public torch::autograd::Function<KANLinear> {
             f = *feats;
             sig = wb ? *sig_in : Tensor();
         } else {
-            sig = wb ? at::sigmoid(x) : Tensor();
+            sig = wb ? at::empty_like(x) : Tensor(); /* written by the kernel */
             f = at::empty({n, R, in}, opts);
             AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "kan_linear_features",
                                        [&] { features<scalar_t>(x, sig, grid, order, K, wb, f); });
