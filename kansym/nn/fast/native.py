@@ -12,10 +12,13 @@ On other grids (after ``update_grid``), of any order up to 7, they are the per-i
 polynomials of :func:`kansym.nn.fast.plan.make_plan`, evaluated by Horner's rule after a
 count of the knots below the input (one feature at a time, the count vectorised across a
 block of samples; for cubics the four polynomials of a sample form one 4-lane vector).
-Tensor code has to evaluate a closed form for all ``K = G + k`` functions of every input;
-these kernels compute the ``k + 1`` polynomials once per input and write ``F`` (zeros
-elsewhere) or, in the backward, the derivatives times the matching entries of
-``dL/dF``, so ``dF/dx`` is never stored. The weight assembly ``W = [w_b mask | c w_s
+Layers of 8 inputs or more write each row of a uniform cubic grid from the symmetric
+two-term form ``-6 B_i = 4 (1 - a)_+^3 - (2 - a)_+^3``, ``a = |s - i - 2|`` (Schoenberg
+1946; Unser 1999, eq. 7), vectorised over the inputs; narrower ones compute the four
+polynomials once per input across rows and store them. The backward computes the
+derivatives times the matching entries of ``dL/dF``, so ``dF/dx`` is never stored. The
+forward kernels also write ``sigmoid(x)`` (for ``silu`` and ``silu'``) with their own
+vectorised exp (Cody and Waite 1980 reduction and a Taylor polynomial; within 2 ulp). The weight assembly ``W = [w_b mask | c w_s
 mask scale]`` and the parameter gradients through it are one pass each, and so are a
 small layer's edge values with their per-edge L1 (loops over samples).
 :func:`kansym.nn.fast.bound.bind` binds a plan's kernels and grid pointers once (the
