@@ -366,3 +366,17 @@ def test_native_sigmoid_is_within_two_ulp_and_keeps_torchs_special_values(dtype)
     silu = feats[:, 0]
     assert torch.equal(silu.isnan(), (x * torch.sigmoid(x)).isnan())  # NaN and -inf give NaN, as torch's silu
     assert silu[-len(special) + 1, 0] == float("inf")
+
+
+@needs_cc
+def test_a_cache_folder_others_can_write_is_not_trusted(tmp_path):
+    shared = tmp_path / "shared"
+    (shared / "kansym").mkdir(parents=True)
+    (shared / "kansym").chmod(0o777)  # anyone could have planted a library here
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    done = _run(PROBE, {"XDG_CACHE_HOME": str(shared), "TMPDIR": str(tmpdir), "KANSYM_NATIVE": "1"})
+    assert done.stdout.split() == ["True", "True"], done.stderr
+    assert not list((shared / "kansym").iterdir())  # nothing built or loaded there
+    private = tmpdir / f"kansym-{os.getuid()}"
+    assert len(list(private.glob("kernels_*.so"))) == 1 and private.stat().st_mode & 0o777 == 0o700

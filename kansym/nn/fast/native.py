@@ -43,6 +43,7 @@ import hashlib
 import os
 import platform
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -61,11 +62,26 @@ _lib: ctypes.CDLL | None = None
 _state = {"tried": False, "enabled": os.environ.get("KANSYM_NATIVE", "1") != "0", "error": None}
 
 
+def _trusted(folder: Path) -> bool:
+    """Whether code built in ``folder`` may be loaded: it does not exist yet (it is created
+    private), or it is a folder of this user that no one else can write (a shared temporary
+    folder someone else created could hold a planted library)."""
+    if not hasattr(os, "getuid"):
+        return True
+    try:
+        st = folder.stat()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
 def _cache_dirs() -> list[Path]:
-    """Where the built library may live: the user cache, then a per-user temporary folder."""
+    """Where the built libraries may live: the user cache, then a per-user temporary folder (trusted ones only)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     uid = os.getuid() if hasattr(os, "getuid") else "user"
-    return [Path(base) / "kansym", Path(tempfile.gettempdir()) / f"kansym-{uid}"]
+    return [f for f in (Path(base) / "kansym", Path(tempfile.gettempdir()) / f"kansym-{uid}") if _trusted(f)]
 
 
 _KEEP_BUILDS = 3  # kernel builds of different sources kept in the cache folder, this one included
@@ -85,7 +101,8 @@ def _compile(lib_path: Path) -> None:
     OSError
         The folder cannot be created or written.
     """
-    lib_path.parent.mkdir(parents=True, exist_ok=True)
+    lib_path.parent.parent.mkdir(parents=True, exist_ok=True)
+    lib_path.parent.mkdir(mode=0o700, exist_ok=True)
     cc = os.environ.get("CC", "cc")
     with tempfile.TemporaryDirectory(dir=lib_path.parent) as tmp:
         src, out = Path(tmp) / "kernels.c", Path(tmp) / "kernels.so"

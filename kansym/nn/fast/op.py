@@ -117,7 +117,8 @@ def _start(folder: Path, key: str, cc: str, cxx: str) -> subprocess.Popen | None
     ``op_<key>.building`` (created exclusively, removed by the build script) keeps
     concurrent processes, e.g. a test suite's subprocesses, from each compiling.
     """
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, exist_ok=True)
     lock = folder / f"op_{key}.building"
     try:
         os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
