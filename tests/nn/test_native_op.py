@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kansym.nn import KANLayer
-from kansym.nn.fast import FeatureCache, native
+from kansym.nn.fast import FeatureCache, linear, native
 from kansym.nn.fast import op as fast_op
 
 HAS_CXX = shutil.which(os.environ.get("CC", "cc")) is not None and any(
@@ -101,6 +101,23 @@ def test_operator_refuses_second_derivatives_and_checks_its_arguments(built):
         kan_op(x.float(), *args)  # float32 input, float64 parameters
     with pytest.raises(RuntimeError, match=r"x \(N, in\)"):
         kan_op(torch.randn(7, 4, dtype=torch.float64), *args)  # 4 inputs, 3 features
+    one = torch.ones(1, dtype=torch.float64)  # a wrong shape must raise, not read past the tensor (a fresh user's crash)
+    for bad in ((layer.coef, one, layer.scale_sp, layer.mask), (layer.coef, layer.scale_base, one, layer.mask),
+                (layer.coef, layer.scale_base, layer.scale_sp, layer.mask.T.contiguous())):
+        with pytest.raises(RuntimeError, match=r"scale_base, scale_sp and mask \(out, in\)"):
+            kan_op(x, *bad, *args[4:])
+    with pytest.raises(RuntimeError, match=r"t0 and inv_h \(in,\)"):
+        kan_op(x, *args[:4], [plan.t0, plan.inv_h[:1]], *args[5:])
+    layer.update_grid(torch.randn(50, 3, dtype=torch.float64) ** 3)
+    bound = linear._native_bound(x, layer.plan(), True, layer.coef, layer.scale_base, layer.scale_sp, layer.mask)
+    knots, origins, pieces = bound.grid
+    pw_args = (layer.coef, layer.scale_base, layer.scale_sp, layer.mask)
+    with pytest.raises(RuntimeError, match="origins"):
+        kan_op(x, *pw_args, [knots, origins, pieces[:1]], 3, True, 1.0)
+    with pytest.raises(RuntimeError, match="K = M - k - 1"):
+        kan_op(x, layer.coef[:, :, :5].contiguous(), *pw_args[1:], [knots, origins, pieces], 3, True, 1.0)
+    y = kan_op(x, *pw_args, [knots, origins, pieces], 3, True, 1.0)  # the right call still works
+    assert y.shape == (7, 2) and torch.isfinite(y).all()
 
 
 def _probe(env_extra: dict, timeout_s: float = 60) -> subprocess.CompletedProcess:
@@ -119,8 +136,9 @@ def test_a_failing_build_is_noted_once_and_the_layer_keeps_the_ctypes_path(tmp_p
     assert first.returncode == 0, first.stderr
     ok, finite, status = first.stdout.split(maxsplit=2)
     assert (ok, finite) == ("False", "True")
-    assert status.startswith("unavailable: the build failed")
+    assert status.startswith("unavailable: the build failed") and "exited with status 1" in status
     (note,) = (tmp_path / "kansym").glob("op_*.failed")
+    assert str(note) in status and note.read_text().startswith("false (the operator) exited with status 1")
     assert not list((tmp_path / "kansym").glob("op_*.so")) and not list((tmp_path / "kansym").glob(".op-build-*"))
     assert not list((tmp_path / "kansym").glob("op_*.building"))  # the lock went with the build
     stamp = note.stat().st_mtime_ns
@@ -129,10 +147,13 @@ def test_a_failing_build_is_noted_once_and_the_layer_keeps_the_ctypes_path(tmp_p
 
 
 @needs_cxx
-def test_another_process_build_lock_is_waited_for_and_a_stale_one_taken_over(tmp_path):
+def test_another_process_build_lock_is_waited_for_and_a_stale_one_taken_over(tmp_path, monkeypatch):
     folder = tmp_path / "kansym"
     folder.mkdir()
+    default_key = fast_op._key()
+    monkeypatch.setenv("CXX", "false")  # the probes' compiler: part of the build's key
     key = fast_op._key()
+    assert key != default_key
     lock = folder / f"op_{key}.building"
     lock.write_text("")
     waiting = _probe({"XDG_CACHE_HOME": str(tmp_path), "CXX": "false"}, timeout_s=1.5)
@@ -145,7 +166,8 @@ def test_another_process_build_lock_is_waited_for_and_a_stale_one_taken_over(tmp
     assert not lock.exists()
 
 
-def test_kansym_op_0_keeps_the_ctypes_path(tmp_path):
-    done = _probe({"XDG_CACHE_HOME": str(tmp_path), "KANSYM_OP": "0"}, timeout_s=1)
+@pytest.mark.parametrize("switch", ["KANSYM_OP", "KANSYM_NATIVE"])
+def test_kansym_op_0_and_kansym_native_0_keep_the_operator_off(tmp_path, switch):
+    done = _probe({"XDG_CACHE_HOME": str(tmp_path), switch: "0"}, timeout_s=1)
     assert done.stdout.split() == ["False", "True", "disabled"], done.stderr
-    assert not list((tmp_path / "kansym").glob("op_*")) and not list((tmp_path / "kansym").glob(".op-build-*"))
+    assert not list(tmp_path.rglob("op_*")) and not list(tmp_path.rglob(".op-build-*"))

@@ -14,9 +14,10 @@ the build as a detached, ``nice``-d process and goes on with the ctypes path; la
 check for the finished library at most twice a second and switch to it once loaded.
 Builds land next to the C kernels (:func:`kansym.nn.fast.native._cache_dirs`), keyed by
 the sources, torch's version, the machine and the host, written atomically; a failed
-build leaves ``op_<key>.failed`` with the compiler's last lines and is not retried for a
-day. ``KANSYM_OP=0`` (or :func:`enable`) keeps the ctypes path; ``KANSYM_NATIVE=0`` turns
-both off.
+build leaves ``op_<key>.failed`` (the failing step, its exit status and the compiler's
+last lines; :func:`status` names it) and is not retried for a day unless it is deleted;
+another compiler (``$CC``/``$CXX``) is another build. ``KANSYM_OP=0`` (or :func:`enable`)
+keeps the ctypes path; ``KANSYM_NATIVE=0`` turns both off.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ def _compilers() -> tuple[str | None, str | None]:
 
 
 def _key() -> str:
-    facts = (_SOURCE, _CXX_SOURCE, torch.__version__, str(_torch_dirs()[0]), platform.machine(), socket.gethostname())
+    """The build's identity: sources, torch, compilers (another ``$CXX`` is another build), machine and host."""
+    facts = (_SOURCE, _CXX_SOURCE, torch.__version__, str(_torch_dirs()[0]), *map(str, _compilers()),
+             platform.machine(), socket.gethostname())
     return hashlib.sha256("\0".join(facts).encode()).hexdigest()[:16]
 
 
@@ -82,13 +85,14 @@ def _script(cc: str, cxx: str, ns: str, lib: Path, failed: Path, lock: Path) -> 
     q = shlex.quote
     return (
         f'lock={q(str(lock))}; here="$PWD"; trap \'cd / && rm -rf "$here" "$lock"\' EXIT\n'
-        f"if {q(cc)} {c_flags} -c kernels.c -o kernels.o > log 2>&1 && "
-        f"{q(cxx)} {cxx_flags} -c op.cpp -o op.o >> log 2>&1 && "
-        f"{q(cxx)} op.o kernels.o {link} -o op.so >> log 2>&1; then\n"
-        f"  mv op.so {q(str(lib))}\n"
-        "else\n"
-        f"  tail -n 5 log > failed && mv failed {q(str(failed))}; exit 1\n"
-        "fi\n"
+        # the failure note: which step, its exit status, then the compiler's last lines
+        f'fail() {{ st=$?; {{ echo "$step exited with status $st"; tail -n 5 log; }} > failed; '
+        f"mv failed {q(str(failed))}; exit 1; }}\n"
+        f": > log\n"
+        f'step={q(cc + " (the C kernels)")}; {q(cc)} {c_flags} -c kernels.c -o kernels.o >> log 2>&1 || fail\n'
+        f'step={q(cxx + " (the operator)")}; {q(cxx)} {cxx_flags} -c op.cpp -o op.o >> log 2>&1 || fail\n'
+        f'step={q(cxx + " (linking)")}; {q(cxx)} op.o kernels.o {link} -o op.so >> log 2>&1 || fail\n'
+        f"mv op.so {q(str(lib))}\n"
     )
 
 
@@ -176,7 +180,8 @@ def _advance() -> None:
                 _state["error"] = f"loading {lib.name}: {exc}"
             return
         if failed.exists() and time.time() - failed.stat().st_mtime < _RETRY_AFTER_S:
-            _state["error"] = "the build failed: " + failed.read_text(errors="replace").strip().replace("\n", " | ")
+            note = failed.read_text(errors="replace").strip().replace("\n", " | ")
+            _state["error"] = f"the build failed ({failed}; delete it to retry before a day has passed): {note}"
             return
     proc = _state["proc"]
     if proc is not None:
@@ -253,7 +258,7 @@ def enable(on: bool = True) -> None:
 
 def status() -> str:
     """One line: loaded, building, disabled, or why it is unavailable."""
-    if not _state["enabled"]:
+    if not _state["enabled"] or not native._state["enabled"]:  # KANSYM_OP=0, or KANSYM_NATIVE=0 (both off)
         return "disabled"
     if _state["loaded"] is not None:
         return "loaded"

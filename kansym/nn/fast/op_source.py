@@ -201,8 +201,22 @@ Tensor kan_linear(const Tensor &x, const Tensor &coef, const Tensor &scale_base,
     check(scale_sp, x, "scale_sp");
     check(mask, x, "mask");
     for (const auto &t : grid) check(t, x, "grid");
-    TORCH_CHECK(grid[0].size(0) == x.size(1) && (grid.size() == 2 || (order >= 0 && order <= 7 && grid[0].dim() == 2)),
-                "kan_linear: one grid per input feature; piecewise order 0..7");
+    int64_t n_out = coef.size(0), in = x.size(1), K = coef.size(2);
+    TORCH_CHECK(K >= 1 && scale_base.sizes() == mask.sizes() && scale_sp.sizes() == mask.sizes() &&
+                    mask.dim() == 2 && mask.size(0) == n_out && mask.size(1) == in,
+                "kan_linear: scale_base, scale_sp and mask (out, in) of coef (out, in, K)");
+    if (grid.size() == 2) { /* uniform cubic: first knot and inverse step per input */
+        TORCH_CHECK(grid[0].dim() == 1 && grid[1].dim() == 1 && grid[0].size(0) == in && grid[1].size(0) == in,
+                    "kan_linear: t0 and inv_h (in,)");
+    } else { /* piecewise: knots (in, M), origins (in (M + 1),), pieces (in (M + 1), 2, k + 1, k + 1) */
+        TORCH_CHECK(order >= 0 && order <= 7, "kan_linear: piecewise order 0..7");
+        TORCH_CHECK(grid[0].dim() == 2 && grid[0].size(0) == in, "kan_linear: knots (in, M)");
+        int64_t slots = in * (grid[0].size(1) + 1), P = order + 1;
+        TORCH_CHECK(grid[1].numel() == slots && grid[2].dim() == 4 && grid[2].size(0) == slots &&
+                        grid[2].size(1) == 2 && grid[2].size(2) == P && grid[2].size(3) == P,
+                    "kan_linear: origins (in (M + 1),) and pieces (in (M + 1), 2, k + 1, k + 1)");
+        TORCH_CHECK(K == grid[0].size(1) - order - 1, "kan_linear: K = M - k - 1 bases on M knots");
+    }
     if (feats.has_value()) {
         check(*feats, x, "feats");
         TORCH_CHECK(feats->numel() == x.size(0) * (coef.size(2) + with_base) * x.size(1), "kan_linear: feats size");
