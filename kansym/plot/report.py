@@ -179,7 +179,7 @@ def plot_report(
     ncols = max(3, min(n_res, 4))
     nrows = 1 + -(-n_res // ncols)
     fig = new_figure(3.4 * ncols, 3.0 * nrows + 0.6)
-    gs = fig.add_gridspec(nrows, ncols, hspace=0.55, wspace=0.35)
+    gs = fig.add_gridspec(nrows, ncols, hspace=0.55, wspace=0.45)
     target = bundle.output_names[output]
     _diagonal(fig.add_subplot(gs[0, 0]), obs, f_pred, f"formula: R\u00b2 = {_r2(obs, f_pred):.6f}", log, "tab:red")
     _diagonal(fig.add_subplot(gs[0, 1]), obs, m_pred, f"KAN: R\u00b2 = {_r2(obs, m_pred):.6f}", log, "tab:blue")
@@ -235,6 +235,7 @@ def _flag(entry: Any, key: str) -> bool | None:
 
 def _front_panel(ax: Any, front: Sequence[Any] | None) -> int:
     """Complexity vs error of the tried formulas; the Pareto front joined; the choice starred."""
+    from matplotlib.ticker import MaxNLocator
     if not front:
         ax.text(0.5, 0.5, "no Pareto front recorded\n(kansym plot --kind report --front searches one)", ha="center", va="center",
                 transform=ax.transAxes, fontsize=8, color="0.4")
@@ -262,9 +263,15 @@ def _front_panel(ax: Any, front: Sequence[Any] | None) -> int:
         k = picked[-1]
         ax.scatter([comp[k]], [err_plot[k]], marker="*", s=160, color="gold", edgecolor="black", zorder=5,
                    label="chosen" if final else "Occam step's choice")
-    ax.set_yscale("log")
+    span = np.nanmax(err_plot) / np.nanmin(err_plot) if ok.any() else 1.0
+    if span >= 10:  # a log axis only where the errors span a decade: else its minor labels crowd the panel
+        ax.set_yscale("log")
+    else:
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # complexities are whole numbers
     ax.set_xlabel("complexity (expression nodes)")
     ax.set_ylabel("normalised RMS error")
-    ax.set_title("Pareto front of the answer" if final else "formulas tried", fontsize=9)
+    ax.set_title("Pareto front of the answer" if final else "formulas tried", fontsize=9, pad=12 if span < 10 else 6)
     ax.legend(fontsize=7)
     return len(front)

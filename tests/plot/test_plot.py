@@ -237,6 +237,26 @@ def test_report_front_stars_the_answer_of_the_final_front_and_names_the_occam_ch
     assert star.get_offsets()[0].tolist() == [8.0, 1e-6]  # sin(pi*x0) + x1**2 has 8 expression nodes
 
 
+def test_report_front_keeps_a_log_axis_only_for_errors_spanning_a_decade():
+    import sympy
+
+    bundle = make_bundle()
+    a, b = sympy.symbols("x0 x1", real=True)
+    formula = sympy.sin(sympy.pi * a) + b**2
+    # Kepler's front: two formulas whose errors differ by 10 %: a log axis labelled its minor ticks
+    # (3.2e-3, 3.15e-3, ...) into the y label; now a linear axis, and whole-number complexities
+    narrow = [{"complexity": 9, "error": 3.22e-3, "chosen": True}, {"complexity": 11, "error": 2.88e-3, "chosen": False}]
+    panel = next(ax for ax in plot_report(bundle, formula, front=narrow).figure.axes
+                 if ax.get_title() == "Pareto front of the answer")
+    panel.figure.canvas.draw()
+    assert panel.get_yscale() == "linear"
+    assert all(float(t).is_integer() for t in panel.get_xticks())
+    wide = [{"complexity": 3, "error": 0.5, "chosen": False}, {"complexity": 8, "error": 1e-6, "chosen": True}]
+    panel = next(ax for ax in plot_report(bundle, formula, front=wide).figure.axes
+                 if ax.get_title() == "Pareto front of the answer")
+    assert panel.get_yscale() == "log"
+
+
 def test_bad_requests_are_one_line_errors(runner, ckpt, tmp_path):
     pt = str(ckpt / "pruned.pt")
     _one_line_error(runner.invoke(cli, ["plot", pt, "--kind", "pie", "-o", str(tmp_path / "a.png")]), "pie")
