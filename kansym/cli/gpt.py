@@ -115,6 +115,9 @@ def train_command(ctx, text, out_dir, resume, force, quiet, no_amp, compile_, **
     prepare_out_dir(out_dir, ["best.pt", "last.pt", "log.jsonl"], force=force or resume, protect=[text])
     progress = not quiet and sys.stderr.isatty()
     result = train(model_config, config, text, out_dir, resume=resume, overwrite=force, progress=progress)
+    if config.warmup_iters >= config.max_iters and not quiet:  # a short run never reached --lr
+        click.echo(f"note: --warmup-iters {config.warmup_iters} >= --max-iters {config.max_iters}: the learning rate "
+                   f"stayed below --lr for the whole run (lower --warmup-iters for short runs)", err=True)
     click.echo(json.dumps({
         "iter": result.iter, "best_val_loss": result.best_val_loss, "last_val_loss": result.last_val_loss,
         "best": str(out_dir / "best.pt"), "last": str(out_dir / "last.pt"), "log": str(out_dir / "log.jsonl"),

@@ -238,7 +238,8 @@ def train(
         if model_config is None or config is None:
             raise ConfigError("a new run needs a model config and a training config")
         if last_path.exists() and not overwrite:
-            raise ConfigError(f"'{out_dir}' already holds a run; use --resume to continue it or another -o")
+            raise ConfigError(f"'{out_dir}' already holds a run; use --resume to continue it, --force to replace it, "
+                              "or another -o")
         data = load_char_data(text, val_fraction=config.val_fraction)
         model = KANGPT(model_config.replace(vocab_size=data.vocab.size))
 

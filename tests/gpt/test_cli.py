@@ -29,6 +29,17 @@ def test_help(runner, command):
     assert result.exit_code == 0 and "--seed" in result.output
 
 
+def test_a_warmup_longer_than_the_run_is_noted(runner, text_file, tmp_path):
+    base = ["gpt", "train", "--text", str(text_file), *[a for a in TINY if a != "--quiet"], "--max-iters", "3"]
+    short = runner.invoke(cli, [*base, "-o", str(tmp_path / "a"), "--warmup-iters", "5"])
+    assert short.exit_code == 0, short.output
+    notes = [line for line in short.stderr.splitlines() if line.startswith("note: ")]
+    assert notes == ["note: --warmup-iters 5 >= --max-iters 3: the learning rate stayed below --lr for the whole "
+                     "run (lower --warmup-iters for short runs)"]
+    fine = runner.invoke(cli, [*base, "-o", str(tmp_path / "b"), "--warmup-iters", "1"])
+    assert fine.exit_code == 0 and "note: " not in fine.stderr
+
+
 def test_train_resume_sample_prune_edges(runner, text_file, tmp_path):
     out = tmp_path / "run"
     args = ["gpt", "train", "--text", str(text_file), "--ffn", "mlp,kan", "-o", str(out), *TINY]

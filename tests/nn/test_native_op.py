@@ -166,6 +166,17 @@ def test_another_process_build_lock_is_waited_for_and_a_stale_one_taken_over(tmp
     assert not lock.exists()
 
 
+@needs_cxx
+def test_without_the_native_kernels_wait_returns_at_once_with_the_reason(tmp_path):
+    started = time.monotonic()
+    done = _probe({"XDG_CACHE_HOME": str(tmp_path), "CC": "false"}, timeout_s=60)  # the C kernels cannot build
+    assert time.monotonic() - started < 45  # not the whole 60 s
+    ok, finite, status = done.stdout.split(maxsplit=2)
+    assert (ok, finite) == ("False", "True") and status.startswith("unavailable: the native C kernels are unavailable")
+    off = _probe({"XDG_CACHE_HOME": str(tmp_path), "KANSYM_NATIVE": "0"}, timeout_s=60)
+    assert off.stdout.split() == ["False", "True", "disabled"]
+
+
 @pytest.mark.parametrize("switch", ["KANSYM_OP", "KANSYM_NATIVE"])
 def test_kansym_op_0_and_kansym_native_0_keep_the_operator_off(tmp_path, switch):
     done = _probe({"XDG_CACHE_HOME": str(tmp_path), switch: "0"}, timeout_s=1)

@@ -166,7 +166,10 @@ def _advance() -> None:
     if _state["loaded"] is not None:
         _OP = _state["loaded"]
         return
-    if _state["error"] is not None or not native.available():
+    if _state["error"] is not None or not native._state["enabled"]:  # failed, or KANSYM_NATIVE=0 / enable(False)
+        return
+    if not native.available():  # enabled but not built (no C compiler): nothing to link the operator with
+        _state["error"] = f"the native C kernels are unavailable ({native._state['error']})"
         return
     key = _key()
     ns = f"kansym_{key}"
@@ -228,7 +231,7 @@ def wait(timeout: float = 300.0) -> bool:
 
     For benchmarks and tests, which should not time or test the ctypes path by accident.
     """
-    if not _state["enabled"]:
+    if not _state["enabled"] or not native._state["enabled"]:
         return False
     end = time.monotonic() + timeout
     while True:
