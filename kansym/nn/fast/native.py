@@ -18,9 +18,10 @@ two-term form ``-6 B_i = 4 (1 - a)_+^3 - (2 - a)_+^3``, ``a = |s - i - 2|`` (Sch
 polynomials once per input across rows and store them. The backward computes the
 derivatives times the matching entries of ``dL/dF``, so ``dF/dx`` is never stored. The
 forward kernels also write ``sigmoid(x)`` (for ``silu`` and ``silu'``) with their own
-vectorised exp (Cody and Waite 1980 reduction and a Taylor polynomial; within 2 ulp). The weight assembly ``W = [w_b mask | c w_s
-mask scale]`` and the parameter gradients through it are one pass each, and so are a
-small layer's edge values with their per-edge L1 (loops over samples).
+vectorised exp (Cody and Waite 1980 reduction and a Taylor polynomial; within 2 ulp).
+The weight assembly ``W = [w_b mask | c w_s mask scale]`` and the parameter gradients
+through it are one pass each, and so are a small layer's edge values with their per-edge
+L1 (loops over samples).
 :func:`kansym.nn.fast.bound.bind` binds a plan's kernels and grid pointers once (the
 layer's lean path).
 
