@@ -270,6 +270,7 @@ def _front_panel(ax: Any, front: Sequence[Any] | None) -> int:
         ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
         ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # complexities are whole numbers
+    ax.margins(x=0.12, y=0.12)  # the star of an extreme formula stays inside the frame
     ax.set_xlabel("complexity (expression nodes)")
     ax.set_ylabel("normalised RMS error")
     ax.set_title("Pareto front of the answer" if final else "formulas tried", fontsize=9, pad=12 if span < 10 else 6)
