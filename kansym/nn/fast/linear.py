@@ -450,9 +450,8 @@ def kan_linear(
     if bound is not None:
         kan_op = _op.get()
         if kan_op is not None and not torch.compiler.is_compiling():  # the same work without Python autograd
-            if cache is None:
-                return kan_op(x, coef, scale_base, scale_sp, mask, bound.grid, bound.order, with_base, bound.scale)
-            feats, sig = cache.features(x, x, plan, with_base=with_base, with_deriv=False, aux=True)
+            feats, sig = (None, None) if cache is None else cache.features(
+                x, x, plan, with_base=with_base, with_deriv=False, aux=True)
             return kan_op(x, coef, scale_base, scale_sp, mask, bound.grid, bound.order, with_base, bound.scale,
                           feats, sig)
         return _KANLinearNative.apply(x, coef, scale_base, scale_sp, mask, bound, cache)
