@@ -30,4 +30,18 @@ class ConfigError(KansymError, ValueError):
 
 
 class FitError(KansymError, RuntimeError):
-    """Training or symbolic fitting failed (diverged to NaN, no primitive fits, ...)."""
+    """Training or symbolic fitting failed (diverged to NaN, no primitive fits, ...).
+
+    Attributes
+    ----------
+    result : object or None
+        What the failed stage had when it stopped (for training: a
+        :class:`~kansym.train.fit.FitResult` rolled back to its last good step).
+    state : object or None
+        The resumable state at that point (a :class:`~kansym.train.state.FitState`).
+    """
+
+    def __init__(self, message: str, *, result: object = None, state: object = None) -> None:
+        super().__init__(message)
+        self.result = result
+        self.state = state

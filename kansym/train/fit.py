@@ -355,14 +355,12 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
             if not math.isfinite(total) or (has_val and not math.isfinite(val_loss)):
                 state = roll_back()
                 bad = total if not math.isfinite(total) else val_loss
-                err = FitError(
-                    f"the loss became {bad} at step {step}; the model was rolled back to its state after "
-                    f"{state.step} completed step(s): lower lamb or lr, or check the data scale"
-                )
-                err.result = FitResult(model, history, best_step=state.step - 1)  # type: ignore[attr-defined]
-                err.state = state  # type: ignore[attr-defined]
                 model.layers[0].feature_cache = None
-                raise err
+                raise FitError(
+                    f"the loss became {bad} at step {step}; the model was rolled back to its state after "
+                    f"{state.step} completed step(s): lower lamb or lr, or check the data scale",
+                    result=FitResult(model, history, best_step=state.step - 1), state=state,
+                )
             good = _snapshot(model)
             opt_state, gen_state = snapshot_optimizer(optimizer), gen.get_state()
             history.step.append(step)
