@@ -3,7 +3,7 @@
 After dimensional analysis (AI Feynman, Udrescu & Tegmark 2020) most Feynman laws become
 a function of one or two dimensionless groups. This script samples each such reduced law
 (10,000 rows, inputs uniform on the stated range, seeded), runs
-:func:`kansym.pipeline.discover` with the defaults of ``kansym fit`` and checks exact
+:func:`kansym.discover.discover` with the defaults of ``kansym fit`` and checks exact
 recovery by the SRBench rule (:func:`kansym.symbolic.verify.is_exact_recovery`). It prints
 one JSON line per problem (name, recovered, seconds, formula) and a Markdown summary::
 
@@ -67,7 +67,7 @@ def run_problem(name: str, law: str, ranges: dict, seed: int, rows: int) -> dict
     """Sample one law, discover, check exact recovery; one result row."""
     import torch
 
-    from kansym.pipeline import DiscoverConfig, discover
+    from kansym.discover import DiscoverConfig, discover
     from kansym.symbolic.verify import is_exact_recovery
 
     torch.set_num_threads(1)

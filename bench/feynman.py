@@ -8,10 +8,10 @@ For each equation of a CSV in the format of ``shared/data/feynman/equations.csv`
    and the equation's position in the file; with ``--noise L`` the training target
    gets Gaussian noise of standard deviation ``L * RMS(y)`` (SRBench's noise model,
    La Cava et al. 2021, §4);
-2. run the public pipeline exactly as ``kansym fit`` does (:func:`kansym.pipeline.discover`
+2. run the public pipeline exactly as ``kansym fit`` does (:func:`kansym.discover.discover`
    with the defaults of ``DiscoverConfig``, which are ``kansym fit``'s); the CSV's units
    (``v1_units``, ..., ``output_units``) are given as ``kansym fit --units`` gives them, so
-   the law is first reduced to dimensionless groups (:func:`kansym.dimensional.discover_with_units`,
+   the law is first reduced to dimensionless groups (:func:`kansym.discover.dimensional.discover_with_units`,
    AI Feynman's first step); ``--no-units`` runs without them;
 3. check exact recovery with :func:`kansym.symbolic.verify.is_exact_recovery` (SRBench:
    floats rounded to 3 significant digits, difference or ratio to the truth constant),
@@ -132,8 +132,8 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
     """Sample, discover, verify one equation (runs inside a worker process)."""
     import torch
 
-    from kansym.dimensional import discover_with_units
-    from kansym.pipeline import DiscoverConfig, discover
+    from kansym.discover.dimensional import discover_with_units
+    from kansym.discover import DiscoverConfig, discover
     from kansym.symbolic.verify import is_exact_recovery, r2_score
 
     torch.set_num_threads(1)
@@ -328,7 +328,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="also run a peer on the same rows with the same time limit (pykan: pip install -e .[bench])")
     p.add_argument("--no-units", dest="units", action="store_false",
                    help="do not give the CSV's units to the pipeline (default: given, as AI Feynman gets them; "
-                        "the law is then reduced to dimensionless groups first, kansym.dimensional)")
+                        "the law is then reduced to dimensionless groups first, kansym.discover.dimensional)")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON lines to this file")
     p.add_argument("--summary", type=Path, default=None, help="also write the Markdown summary to this file")
     args = p.parse_args(argv)
@@ -353,8 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         equations = [known[w] for w in wanted]
     # import the pipeline once, before the workers fork: every equation runs the same code
     # even if the source tree changes during a long run, and no worker pays the imports
-    import kansym.dimensional  # noqa: F401
-    import kansym.pipeline  # noqa: F401
+    import kansym.discover.dimensional  # noqa: F401
+    import kansym.discover  # noqa: F401
     import kansym.symbolic.verify  # noqa: F401
 
     if args.peer == "pykan":

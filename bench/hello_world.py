@@ -19,7 +19,7 @@ import numpy as np
 import sympy
 import torch
 
-from kansym.pipeline import DiscoverConfig, discover
+from kansym.discover import DiscoverConfig, discover
 from kansym.symbolic.verify import is_exact_recovery
 
 

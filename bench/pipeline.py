@@ -6,7 +6,7 @@ in the listed ranges; the formula is parsed with an explicit ``Symbol`` per vari
 since names like ``I``, ``gamma`` or ``beta`` clash with sympy's). Both tools get the
 same ``--rows`` training rows (seeded), in the same process, one after the other.
 
-- kansym: :func:`kansym.pipeline.discover` with ``DiscoverConfig(seed=0)``, the defaults
+- kansym: :func:`kansym.discover.discover` with ``DiscoverConfig(seed=0)``, the defaults
   of ``kansym fit`` (train with sparsification, prune, fine-tune, symbolify, refine,
   verify).
 - pykan 0.2.8, its getting-started notebook (hellokan) step by step:
@@ -50,7 +50,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kansym.pipeline import DiscoverConfig, discover  # noqa: E402
+from kansym.discover import DiscoverConfig, discover  # noqa: E402
 from kansym.symbolic.verify import is_exact_recovery  # noqa: E402
 
 EQUATIONS = Path("/work/shared/data/feynman/equations.csv")

@@ -3,7 +3,7 @@
 f(x1, x2) = exp(sin(pi x1) + x2^2) (Liu et al. 2024, "KAN: Kolmogorov-Arnold
 Networks", arXiv:2404.19756, Fig. 2.4): train a sparse (2, 5, 1) KAN, prune it,
 polish it, fit a primitive to every edge, compose, refine and verify the formula.
-`kansym fit` does the same in one call (`kansym.pipeline.discover`); here each stage
+`kansym fit` does the same in one call (`kansym.discover.discover`); here each stage
 is visible. For several seeds at once see bench/hello_world.py.
 
     python examples/hello_kan.py [--seed 0]
@@ -25,7 +25,7 @@ from kansym.symbolic.occam import simplify_edges
 from kansym.symbolic.refine import refine
 from kansym.symbolic.verify import is_exact_recovery, r2_score
 from kansym.train.fit import TrainConfig, finetune, fit
-from kansym.transform import DataTransform
+from kansym.io.transform import DataTransform
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Kepler's third law from 30 real orbits, through `kansym.pipeline.discover`.
+"""Kepler's third law from 30 real orbits, through `kansym.discover.discover`.
 
 The table ships with kansym (kansym/data/kepler.csv): semi-major axis (km), mass of the
 primary (kg) and period (days) of planets and moons. Values span ten decades, so the
@@ -10,7 +10,7 @@ KAN learns in log space; the formula comes back in CSV units.
 from __future__ import annotations
 
 from kansym.io.tabular import embedded_dataset, read_table
-from kansym.pipeline import discover
+from kansym.discover import discover
 from kansym.symbolic.export import to_latex
 
 

@@ -3,7 +3,7 @@
 The public pipeline (DESIGN.md §2)::
 
     from kansym.io.tabular import read_table
-    from kansym.pipeline import discover
+    from kansym.discover import discover
 
     table = read_table("data.csv", target="y")
     result = discover(table.x, table.y, table.input_names, table.target_names)

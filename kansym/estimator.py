@@ -1,4 +1,4 @@
-"""A scikit-learn style estimator over the discovery pipeline (:func:`kansym.pipeline.discover`).
+"""A scikit-learn style estimator over the discovery pipeline (:func:`kansym.discover.run.discover`).
 
 ``KANRegressor().fit(X, y)`` trains, prunes and symbolifies a KAN exactly as ``kansym fit``
 does; ``predict`` evaluates the discovered formula, ``score`` is its R², ``sympy()`` and
@@ -38,7 +38,7 @@ class KANRegressor:
     theta : float
         Node pruning threshold (KAN paper §2.5.1).
     space : {"auto", "linear", "log"}
-        Units the KAN learns in (:func:`kansym.transform.choose_space`).
+        Units the KAN learns in (:func:`kansym.discover.structure.choose_space`).
     library : sequence of str or None
         Primitive names an edge may take (None: all).
     r2_threshold : float
@@ -54,19 +54,19 @@ class KANRegressor:
     units : mapping of str to str, or str, optional
         Unit of every feature and of the target (``{"v": "m/s", "E": "kg*m^2/s^2"}``, a
         CSV/JSON file, or inline ``"v=m/s,E=kg*m^2/s^2"``): the law is first reduced to
-        dimensionless groups (:func:`kansym.dimensional.discover_with_units`, AI
+        dimensionless groups (:func:`kansym.discover.dimensional.discover_with_units`, AI
         Feynman's dimensional analysis). None: no units.
     complexity_weight : float
         Weight ``w`` of the formula choice, ``log10(error) + w * complexity``
-        (:class:`kansym.pipeline.DiscoverConfig`, ``kansym fit --complexity-weight``).
+        (:class:`kansym.discover.config.DiscoverConfig`, ``kansym fit --complexity-weight``).
 
     Attributes
     ----------
-    formula_ : kansym.pipeline.Formula
+    formula_ : kansym.discover.result.Formula
         The discovered formula (after :meth:`fit`).
-    discovery_ : kansym.pipeline.Discovery
+    discovery_ : kansym.discover.result.Discovery
         Everything the pipeline produced (models, graph, timings); with ``units`` a
-        :class:`kansym.dimensional.UnitsDiscovery` (its models are on the groups).
+        :class:`kansym.discover.dimensional.UnitsDiscovery` (its models are on the groups).
     equations_ : pandas.DataFrame
         The Pareto front: ``complexity``, ``r2``, ``error``, ``sympy``, ``chosen``.
     feature_names_in_ : ndarray of str
@@ -126,7 +126,7 @@ class KANRegressor:
         return f"KANRegressor({', '.join(changed)})"
 
     def _config(self):
-        from kansym.pipeline import DiscoverConfig
+        from kansym.discover.config import DiscoverConfig
         from kansym.train.fit import TrainConfig
 
         return DiscoverConfig(
@@ -163,11 +163,11 @@ class KANRegressor:
         -----
         UserWarning
             When the formula's held-out R² is more than 0.01 below the model's, or an
-            edge fitted no primitive (:attr:`kansym.pipeline.Formula.warning`).
+            edge fitted no primitive (:attr:`kansym.discover.result.Formula.warning`).
         """
         import pandas as pd
 
-        from kansym.pipeline import discover
+        from kansym.discover.run import discover
 
         names = feature_names
         if names is None and isinstance(X, pd.DataFrame):
@@ -186,8 +186,8 @@ class KANRegressor:
         if len(names) != X.shape[1] or len(set(names)) != len(names):
             raise DataError(f"give {X.shape[1]} distinct feature names, got {names}")
         if self.units is not None:
-            from kansym.dimensional import discover_with_units
-            from kansym.units import read_units, read_units_table
+            from kansym.discover.dimensional import discover_with_units
+            from kansym.discover.units import read_units, read_units_table
 
             read_units(self.units, [*names, target_name])  # DataError naming a missing or unreadable unit
             table = read_units_table(self.units)
@@ -243,6 +243,52 @@ class KANRegressor:
         from kansym.symbolic.export import to_latex
 
         return to_latex(self._fitted().expr, precision=precision)
+
+    def to_record(self) -> dict:
+        """The fitted formula as a ``formula.json`` record (:mod:`kansym.discover.record`)."""
+        from kansym.discover.record import formula_record
+
+        formula, d = self._fitted(), getattr(self, "discovery_", None)
+        if d is None:  # read with from_record: the record it came from
+            return dict(self.record_.data)
+        extra = {} if d.trained is None else {"width_trained": list(d.trained.model.width),
+                                              "width_pruned": list(d.prune_result.model.width)}
+        return formula_record(formula, d.pruned, d.symbolic, extra=extra)
+
+    def write_record(self, path: Any) -> Any:
+        """Write :meth:`to_record` to ``path`` (atomically); returns the path."""
+        from pathlib import Path
+
+        from kansym.discover.record import dumps
+        from kansym.io.atomic import atomic_write_text
+
+        atomic_write_text(Path(path), dumps(self.to_record()))
+        return Path(path)
+
+    @classmethod
+    def from_record(cls, path: Any) -> "KANRegressor":
+        """An estimator that predicts with the formula of a ``formula.json`` (``kansym fit``, :meth:`write_record`).
+
+        Its :meth:`predict`, :meth:`score`, :meth:`sympy`, :meth:`latex` and
+        ``equations_`` work as after :meth:`fit`; ``discovery_`` (the models) is absent.
+
+        Raises
+        ------
+        DataError
+            Unreadable or foreign file, or a formula that does not parse.
+        """
+        import pandas as pd
+
+        from kansym.discover.record import read_record
+
+        record = read_record(path)
+        est = cls()
+        est.record_ = record
+        est.formula_ = record.formula()
+        est.feature_names_in_ = np.asarray(record.inputs, dtype=object)
+        est.n_features_in_ = len(record.inputs)
+        est.equations_ = pd.DataFrame(record.pareto, columns=["complexity", "r2", "error", "sympy", "chosen", "dominated"])
+        return est
 
     @property
     def warning_(self) -> str | None:

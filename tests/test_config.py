@@ -3,7 +3,7 @@ import pytest
 from kansym.errors import ConfigError
 from kansym.gpt.config import GPTTrainConfig, KANGPTConfig
 from kansym.nn.config import KANConfig
-from kansym.pipeline import DiscoverConfig
+from kansym.discover import DiscoverConfig
 from kansym.train.fit import TrainConfig
 
 

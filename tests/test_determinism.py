@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from kansym.io.tabular import embedded_dataset, read_table
-from kansym.pipeline import discover
+from kansym.discover import discover
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ def graph_command(checkpoint, fmt, output, fits, force, seed, device, quiet):
     Nodes are (layer, index) with CSV names on inputs and outputs; edges carry
     their L1 score on the calibration rows.
     """
+    from kansym.discover.record import read_record
     from kansym.graph.build import to_networkx
     from kansym.graph.io import write_graphml, write_json
     from kansym.io.bundle import ModelBundle
@@ -35,7 +36,7 @@ def graph_command(checkpoint, fmt, output, fits, force, seed, device, quiet):
     check_output_file(out, force=force, protect=[src])
     bundle = ModelBundle.load(src)
     scores = edge_scores(bundle.model, bundle.model_inputs())
-    edge_fits = _read_fits(Path(fits)) if fits else None
+    edge_fits = read_record(fits).edge_fits(bundle.model.width) if fits else None
     graph = to_networkx(
         bundle.model,
         input_names=bundle.input_names,
@@ -46,21 +47,3 @@ def graph_command(checkpoint, fmt, output, fits, force, seed, device, quiet):
     (write_json if fmt == "json" else write_graphml)(graph, out)
     click.echo(f"wrote {out} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
 
-
-def _read_fits(path: Path) -> dict:
-    """Edge fits ``{(layer, i, j): EdgeFit}`` from a formula JSON record."""
-    import json
-
-    from kansym.errors import DataError
-    from kansym.symbolic.fit import EdgeFit
-
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        out = {}
-        for edge in record["edges"]:
-            edge = dict(edge)
-            key = tuple(int(v) for v in edge.pop("id"))
-            out[key] = EdgeFit.from_dict(edge)
-        return out
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise DataError(f"{path} is not a kansym formula.json with edge fits ({type(exc).__name__})") from exc

@@ -8,12 +8,13 @@ import warnings
 import click
 
 from kansym import __version__
-from kansym.cli.fit import fit_command, train_command
+from kansym.cli.fit import fit_command
 from kansym.cli.graph import graph_command
 from kansym.cli.plot import plot_command
 from kansym.cli.gpt import gpt_group
 from kansym.cli.prune import prune_command
 from kansym.cli.symbolify import symbolify_command
+from kansym.cli.train import train_command
 
 
 class KansymGroup(click.Group):
@@ -44,7 +45,7 @@ class KansymGroup(click.Group):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
-@click.group(cls=KansymGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("kansym", cls=KansymGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kansym")
 def cli() -> None:
     """kansym: find the laws hidden in data with Kolmogorov-Arnold Networks.

@@ -48,10 +48,16 @@ def _data(bundle, data: str | None):
 
 
 def draw(bundle, kind: str, *, edge=None, fits_path=None, show_pruned=False, beta=3.0, theta=None, x=None, y=None, front=True):
-    """The figure of ``kind`` for a bundle, and a one-line summary of what was drawn."""
-    from kansym import plot as P
+    """The figure of ``kind`` for a bundle, and a one-line summary of what was drawn.
 
-    fits, record = P.read_fits(fits_path, bundle.model.width) if fits_path else (None, None)
+    ``fits_path`` is a ``formula.json`` of this checkpoint (:mod:`kansym.discover.record`);
+    without one the report symbolifies the checkpoint here (seconds).
+    """
+    from kansym import plot as P
+    from kansym.discover.record import read_record
+
+    record = read_record(fits_path) if fits_path else None
+    fits = record.edge_fits(bundle.model.width) if record else None
     if kind == "diagram":
         r = P.plot_diagram(bundle, beta=beta, fits=fits, show_pruned=show_pruned, theta=theta, x=x)
         return r.figure, f"{r.n_edges_drawn} of {r.n_edges_live} live edges drawn ({r.n_insets} with their function)"
@@ -62,15 +68,27 @@ def draw(bundle, kind: str, *, edge=None, fits_path=None, show_pruned=False, bet
         fit = f"{r.fit.primitive}, R² = {r.r2:.6f}" if r.fit is not None else "no fit"
         return r.figure, f"edge {','.join(map(str, r.edge))}: {fit}"
     if kind == "report":
-        formula = P.formula_from_record(record, bundle) if record else None
-        if record and record.get("pareto"):  # the fit's own front, with its answer marked
-            tried = record["pareto"]
-        else:
-            tried = P.search_front(bundle) if front and len(bundle.output_names) == 1 else None
+        formula, tried = _report_formula(bundle, record, front, x, y)
         r = P.plot_report(bundle, formula, front=tried, x=x, y=y)
         return r.figure, f"formula {r.formula}; {r.n_front} formulas on the complexity/error panel"
     r = P.plot_curves(bundle.meta)
     return r.figure, f"{r.n_steps} training steps, {r.n_finetune_steps} fine-tuning steps"
+
+
+def _report_formula(bundle, record, front: bool, x, y):
+    """The report's formula and front: the record's (its answer starred), else symbolified here."""
+    from kansym.discover.config import DiscoverConfig
+    from kansym.discover.symbolify import occam_candidates, symbolify_bundle
+
+    if record is not None:
+        formula = record.expr(bundle.input_names, positive=bundle.transform.log_space)
+        tried = record.pareto or None  # the fit's own front, with its answer marked
+    else:
+        formula = symbolify_bundle(bundle, DiscoverConfig(), x, y)[1][0].expr
+        tried = None
+    if tried is None and front and len(bundle.output_names) == 1:
+        tried = occam_candidates(bundle)
+    return formula, tried
 
 
 def _sibling_fits(src: Path, bundle, quiet: bool) -> Path | None:
@@ -79,16 +97,18 @@ def _sibling_fits(src: Path, bundle, quiet: bool) -> Path | None:
     The report then shows the formula and the front that fit printed instead of
     symbolifying again (seconds, and a front of the Occam step's candidates).
     """
-    from kansym import plot as P
+    from kansym.discover.record import read_record
     from kansym.errors import KansymError
 
     path = src.with_name("formula.json")
     if not path.is_file():
         return None
     try:
-        _, record = P.read_fits(path, bundle.model.width)
-        P.formula_from_record(record, bundle)
-    except KansymError:  # another run's file: search as without it
+        record = read_record(path)
+        if not record.belongs_to(bundle):
+            return None
+        record.expr(bundle.input_names, positive=bundle.transform.log_space)
+    except KansymError:  # another run's file: symbolify as without it
         return None
     if not quiet:
         click.echo(f"using {path} (give --fits to choose another)", err=True)
@@ -138,7 +158,7 @@ def plot_command(checkpoint, kind, output, edge, show_pruned, beta, theta, fits,
     check_output_file(out, force=force or written_by_kansym(out), protect=protect)
     bundle = ModelBundle.load(src)
     if parsed_edge is not None:
-        from kansym.plot.edges import check_edge
+        from kansym.graph.build import check_edge
 
         check_edge(parsed_edge, bundle.model.width)
     x, y = _data(bundle, data)
@@ -152,7 +172,7 @@ def plot_command(checkpoint, kind, output, edge, show_pruned, beta, theta, fits,
 
 
 def write_run_plots(result, out_dir: Path, *, quiet: bool = False) -> list[Path]:
-    """``kansym fit --plots DIR``: diagram, report and curves of a :class:`~kansym.pipeline.Discovery`."""
+    """``kansym fit --plots DIR``: diagram, report and curves of a :class:`~kansym.discover.result.Discovery`."""
     from kansym import plot as P
 
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import click
 
 from kansym.cli.common import check_device, check_output_file, common_options, run_safely, setup_logging
-from kansym.errors import ConfigError
+from kansym.cli.options import NON_NEGATIVE
 
 
 @click.command("prune")
 @click.argument("checkpoint", type=click.Path(dir_okay=False))
-@click.option("--theta", default=1e-2, show_default=True, type=float, help="A hidden node survives iff its largest incoming and outgoing edge L1 norms both exceed theta.")
+@click.option("--theta", default=1e-2, show_default=True, type=NON_NEGATIVE, help="A hidden node survives iff its largest incoming and outgoing edge L1 norms both exceed theta.")
 @click.option("--output", "-o", default=None, type=click.Path(dir_okay=False), help="Pruned checkpoint (default: CHECKPOINT with -pruned before .pt).")
 @click.option("--data", default=None, type=click.Path(dir_okay=False), help="Score nodes on this CSV instead of the checkpoint's calibration rows.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
@@ -27,12 +26,10 @@ def prune_command(checkpoint, theta, output, data, force, seed, device, quiet):
     (or on --data). Prints the report as JSON.
     """
     from kansym.io.bundle import ModelBundle
-    from kansym.pipeline import prune_bundle
+    from kansym.discover.stages import prune_stage
 
     setup_logging(quiet)
     check_device(device)
-    if not (theta >= 0 and math.isfinite(theta)):
-        raise ConfigError(f"--theta must be a finite number >= 0, got {theta}")
     src = Path(checkpoint)
     out = Path(output) if output else src.with_name(f"{src.stem}-pruned.pt")
     check_output_file(out, force=force, protect=[src] + ([Path(data)] if data else []))
@@ -42,7 +39,7 @@ def prune_command(checkpoint, theta, output, data, force, seed, device, quiet):
 
         table = read_table(Path(data), list(bundle.output_names), list(bundle.input_names), drop_constant=False)
         bundle = ModelBundle.create(bundle.model, bundle.transform, bundle.input_names, bundle.output_names, table.x, table.y, meta=bundle.meta, seed=seed)
-    pruned, result = prune_bundle(bundle, theta)
+    pruned, result = prune_stage(bundle, theta=theta)
     pruned.save(out, protect=[src])
     report = pruned.meta["prune_report"]
     if not quiet:

@@ -1,96 +1,26 @@
-"""Formatting of formulas for the terminal and the output files."""
+"""Formatting of discovered formulas and models for the terminal (the files are :mod:`kansym.discover.record`'s)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import click
 
-from kansym.io.atomic import atomic_write_text
-from kansym.symbolic.export import to_latex, to_python
+from kansym.symbolic.export import to_latex
+
+__all__ = ["print_formulas", "pareto_table", "print_model_summary"]
 
 
-def formula_record(formula, bundle, symbolic, *, extra: dict | None = None) -> dict:
-    """The JSON record of one formula (``formula.json``); ``bundle``/``symbolic`` may be None
-    (a formula found without a KAN, e.g. by the PySR backend)."""
-    fid = formula.fidelity
-    return {
-        "format": "kansym-formula",
-        "version": 1,
-        "target": formula.target,
-        "inputs": [s.name for s in formula.symbols] if bundle is None else list(bundle.input_names),
-        "sympy": str(formula.expr),
-        "latex": to_latex(formula.expr),
-        "python": _python(formula),
-        "raw_sympy": str(formula.raw),
-        "r2_data": fid.r2_data,
-        "r2_model": fid.r2_model,
-        "max_abs_err": fid.max_abs_err,
-        "rmse": fid.rmse,
-        "r2_test": formula.r2_test,
-        "r2_model_test": formula.r2_model_test,
-        "n_test": formula.n_test,
-        "warning": formula.warning,
-        "numeric_edges": list(formula.numeric_edges),
-        "pareto": [e.to_dict() for e in formula.front],
-        "space": None if bundle is None else ("log" if bundle.transform.log_space else "linear"),
-        "candidates": [
-            {
-                "sympy": str(c.expr),
-                "complexity": c.complexity,
-                "error": c.error,
-                "bic": c.bic,
-                "accepted": c.accepted,
-                "primitives": {":".join(map(str, k)): v for k, v in sorted(c.primitives.items())},
-            }
-            for c in formula.candidates
-        ],
-        "edges": [] if symbolic is None else [
-            {"id": list(k), **v.to_dict()} for k, v in sorted(symbolic.edges.items())
-        ],
-        **(extra or {}),
-    }
-
-
-def fit_with_pysr(table, out: Path, *, force: bool, protect, seed: int, data: str) -> None:
-    """``kansym fit --backend pysr``: search with PySR, verify, print, write formula.json/.tex."""
-    from kansym.cli.common import prepare_out_dir
-    from kansym.symbolic.pysr_backend import PySRConfig, discover_pysr
-
-    formula = discover_pysr(table.x, table.y[:, 0], table.input_names, table.target_names[0],
-                            PySRConfig(seed=seed), seed=seed)
-    prepare_out_dir(out, ["formula.json", "formula.tex"], force=force, protect=protect)
-    write_formula_files(out, formula_record(formula, None, None, extra={"backend": "pysr", "data": data}))
-    print_formulas([formula])
-
-
-def _python(formula) -> str:
-    """Python source of the formula, or a comment saying why there is none (numeric edges)."""
-    if formula.numeric_edges:
-        return f"# no Python export: edges {', '.join(formula.numeric_edges)} fit no primitive and stay numeric\n"
-    return to_python(formula.expr, list(formula.symbols), func_name=_identifier(formula.target))
-
-
-def _identifier(name: str) -> str:
-    """A Python function name made from a column name."""
-    out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
-    return out if out and not out[0].isdigit() else f"f_{out}"
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_text(path, text)
-
-
-def write_formula_files(out_dir: Path, record: dict) -> None:
-    """Write ``formula.json`` and ``formula.tex`` atomically."""
-    _atomic_write_text(out_dir / "formula.json", json.dumps(record, indent=2) + "\n")
-    _atomic_write_text(out_dir / "formula.tex", f"{record['target']} = {record['latex']}\n")
-
-
-def write_text(path: Path, text: str) -> None:
-    """Atomic text write for single-file outputs."""
-    _atomic_write_text(path, text)
+def print_model_summary(result, theta: float) -> None:
+    """What was trained and pruned (stderr): the widths, and the dimensional reduction if any."""
+    reduction = getattr(result, "reduction", None)
+    if reduction is not None:
+        red = reduction.to_dict()
+        target = result.formulas[0].target
+        groups = ", ".join(f"{k} = {v}" for k, v in red["groups"].items()) or "none"
+        click.echo(f"units: {target} = {red['monomial']} * f(groups); groups: {groups}", err=True)
+    if result.trained is not None:
+        where = " (on the groups)" if reduction is not None else ""
+        click.echo(f"model{where}: {list(result.trained.model.width)} -> pruned "
+                   f"{list(result.prune_result.model.width)} (theta={theta})", err=True)
 
 
 def print_formulas(formulas, *, front: bool = True) -> None:
@@ -99,7 +29,7 @@ def print_formulas(formulas, *, front: bool = True) -> None:
     The R² on the held-out rows (the fitting rows if none were held out) is printed
     next to the formula with the model's; a formula whose R² is below the model's by
     more than 0.01, or with numeric edges, is printed with a ``WARNING`` line right
-    under it (:attr:`kansym.pipeline.Formula.warning`).
+    under it (:attr:`kansym.discover.result.Formula.warning`).
     """
     for f in formulas:
         where = f"held-out, {f.n_test} rows" if f.n_test else "fitting rows"
@@ -114,10 +44,21 @@ def print_formulas(formulas, *, front: bool = True) -> None:
 
 
 def pareto_table(entries, where: str = "held-out") -> str:
-    """The Pareto front as text: complexity, R², the formula; ``*`` marks the chosen one."""
+    """The Pareto front as text: complexity, R², the formula; ``*`` marks the chosen one.
+
+    The chosen formula is listed even when another one, no more complex, fits these rows
+    at least as well (it was kept by the selection rule, which also weighs verification
+    against the model and a margin in favour of the KAN's verified formula); a line under
+    the table then says which.
+    """
     lines = [f"Pareto front (complexity vs R² on {where}; * = chosen):"]
     for e in entries:
-        mark = "*" if e.chosen else " "
-        note = "  (dominated)" if e.chosen and e.dominated else ""
-        lines.append(f" {mark} {e.complexity:4d}  {e.r2:.6f}  {e.expr}{note}")
+        lines.append(f" {'*' if e.chosen else ' '} {e.complexity:4d}  {e.r2:.6f}  {e.expr}")
+    chosen = next((e for e in entries if e.chosen), None)
+    better = None if chosen is None or not chosen.dominated else next(
+        (e for e in entries if not e.chosen and e.complexity <= chosen.complexity and e.r2 >= chosen.r2), None)
+    if better is not None:
+        lines.append(f"   (the chosen formula is not on the front: {better.expr} is no more complex and fits these "
+                     "rows at least as well; the choice also weighs the verification against the model and keeps "
+                     "the KAN's verified formula unless another wins by a clear margin)")
     return "\n".join(lines)

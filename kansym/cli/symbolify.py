@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from kansym.cli.common import check_device, check_output_file, common_options, run_safely, setup_logging
+from kansym.cli.options import NON_NEGATIVE
 
 
 @click.command("symbolify")
@@ -18,7 +18,7 @@ from kansym.cli.common import check_device, check_output_file, common_options, r
 @click.option("--data", default=None, type=click.Path(dir_okay=False), help="Refine and verify on this CSV instead of the checkpoint's calibration rows.")
 @click.option("--lib", default=None, help="Comma-separated primitive names (default: all).")
 @click.option("--r2-threshold", default=0.999, show_default=True, type=click.FloatRange(0, 1, min_open=True), help="R² an edge's primitive must reach.")
-@click.option("--complexity-weight", default=0.05, show_default=True, type=float, help="Weight w of the choice of formula: minimise log10(error) + w * complexity (1, 2 inputs: direct search vs the KAN's formula).")
+@click.option("--complexity-weight", default=0.05, show_default=True, type=NON_NEGATIVE, help="Weight w of the choice of formula: minimise log10(error) + w * complexity (1, 2 inputs: direct search vs the KAN's formula).")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 @common_options
 @run_safely
@@ -28,10 +28,13 @@ def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2
     The formula's constants are refit on the data and snapped to simple values;
     its R² on the data and against the model are printed.
     """
-    from kansym.cli.fit import _split, check_complexity_weight
-    from kansym.cli.report import formula_record, print_formulas, write_text
+    from kansym.cli.options import split_names
+    from kansym.cli.report import print_formulas
+    from kansym.discover.config import DiscoverConfig
+    from kansym.discover.record import dumps, formula_record
+    from kansym.discover.symbolify import symbolify_bundle
+    from kansym.io.atomic import atomic_write_text
     from kansym.io.bundle import ModelBundle
-    from kansym.pipeline import DiscoverConfig, symbolify_bundle
 
     setup_logging(quiet)
     check_device(device)
@@ -40,8 +43,8 @@ def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2
     outs = [Path(p) for p in (latex_out, python_out, json_out) if p]
     for p in outs:
         check_output_file(p, force=force, protect=protect)
-    config = DiscoverConfig(library=_split(lib), r2_threshold=r2_threshold, seed=seed,
-                            complexity_weight=check_complexity_weight(complexity_weight))
+    config = DiscoverConfig(library=split_names(lib), r2_threshold=r2_threshold, seed=seed,
+                            complexity_weight=complexity_weight)
     bundle = ModelBundle.load(src)
     x = y = None
     if data:
@@ -51,10 +54,10 @@ def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2
         x, y = table.x, table.y
     sym, formulas = symbolify_bundle(bundle, config, x, y)
     print_formulas(formulas)
-    record = formula_record(formulas[0], bundle, sym, extra={"checkpoint": str(src)})
+    record = formula_record(formulas[0], bundle, sym, extra={"checkpoint": str(src), "width_pruned": list(bundle.model.width)})
     if latex_out:
-        write_text(Path(latex_out), f"{record['latex']}\n")
+        atomic_write_text(Path(latex_out), f"{record['latex']}\n")
     if python_out:
-        write_text(Path(python_out), record["python"])
+        atomic_write_text(Path(python_out), record["python"])
     if json_out:
-        write_text(Path(json_out), json.dumps(record, indent=2) + "\n")
+        atomic_write_text(Path(json_out), dumps(record))

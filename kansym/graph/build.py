@@ -19,7 +19,7 @@ import numpy as np
 
 from kansym.errors import ConfigError
 
-__all__ = ["to_networkx", "node_label", "EdgeId", "Node"]
+__all__ = ["to_networkx", "node_label", "edge_exists", "check_edge", "EdgeId", "Node"]
 
 logger = logging.getLogger("kansym")
 
@@ -194,3 +194,30 @@ def _numpy(a: Any) -> np.ndarray:
     if hasattr(a, "detach"):  # torch.Tensor
         a = a.detach().cpu().numpy()
     return np.asarray(a)
+
+
+def edge_exists(edge: Sequence[int], width: Sequence[int]) -> bool:
+    """Whether edge ``(layer, i_in, j_out)`` exists in a KAN of ``width``."""
+    layer, i, j = edge
+    return 0 <= layer < len(width) - 1 and 0 <= i < width[layer] and 0 <= j < width[layer + 1]
+
+
+def check_edge(edge: Sequence[int], width: Sequence[int]) -> tuple[int, int, int]:
+    """Validate an edge id ``(layer, i_in, j_out)`` against a model width.
+
+    Raises
+    ------
+    ConfigError
+        If the id has not three integers or lies outside the model.
+    """
+    if len(edge) != 3:
+        raise ConfigError(f"an edge is given as LAYER,IN,OUT (three integers), got {list(edge)}")
+    edge = tuple(int(v) for v in edge)
+    if not edge_exists(edge, width):
+        layers = len(width) - 1
+        raise ConfigError(
+            f"edge {edge[0]},{edge[1]},{edge[2]} is outside the model of width {list(width)}: "
+            f"layer must be in 0..{layers - 1}, IN in 0..{width[min(max(edge[0], 0), layers - 1)] - 1}, "
+            f"OUT in 0..{width[min(max(edge[0], 0), layers - 1) + 1] - 1}"
+        )
+    return edge  # type: ignore[return-value]

@@ -17,7 +17,7 @@ import torch
 from kansym.errors import CheckpointError
 from kansym.io.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
 from kansym.nn.kan import KAN
-from kansym.transform import DataTransform
+from kansym.io.transform import DataTransform
 
 __all__ = ["ModelBundle", "CALIBRATION_ROWS"]
 

@@ -26,15 +26,15 @@ import importlib
 from typing import Any
 
 __all__ = [
-    "plot_diagram", "DiagramResult", "plot_edge", "EdgePlot", "edge_curves", "read_fits",
-    "plot_report", "ReportResult", "search_front", "formula_from_record", "plot_curves", "CurvesResult",
+    "plot_diagram", "DiagramResult", "plot_edge", "EdgePlot", "edge_curves",
+    "plot_report", "ReportResult", "plot_curves", "CurvesResult",
     "plot_head_matrices", "plot_head_importance", "HeadPlot", "save_figure", "ensure_backend",
 ]
 
 _WHERE = {
     "plot_diagram": "diagram", "DiagramResult": "diagram",
-    "plot_edge": "edges", "EdgePlot": "edges", "edge_curves": "edges", "read_fits": "edges",
-    "plot_report": "report", "ReportResult": "report", "search_front": "report", "formula_from_record": "report",
+    "plot_edge": "edges", "EdgePlot": "edges", "edge_curves": "edges",
+    "plot_report": "report", "ReportResult": "report",
     "plot_curves": "curves", "CurvesResult": "curves",
     "plot_head_matrices": "heads", "plot_head_importance": "heads", "HeadPlot": "heads",
     "save_figure": "_mpl", "ensure_backend": "_mpl",

@@ -6,19 +6,16 @@ that the data produce (``model.trace``), never on state cached by a forward pass
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from kansym.errors import ConfigError, DataError
+from kansym.graph.build import check_edge
 from kansym.symbolic.fit import EdgeFit
 
-__all__ = ["EdgeCurves", "edge_curves", "read_fits", "check_edge", "plot_edge", "EdgePlot"]
+__all__ = ["EdgeCurves", "edge_curves", "plot_edge", "EdgePlot"]
 
 EdgeId = tuple[int, int, int]  # (layer, i_in, j_out)
 
@@ -89,78 +86,6 @@ def edge_curves(model: Any, x: torch.Tensor, n: int = 64) -> EdgeCurves:
     return EdgeCurves(grid, values, samples, scores, masks)
 
 
-def read_fits(path: str | os.PathLike[str], width: Sequence[int] | None = None) -> tuple[dict[EdgeId, EdgeFit], dict]:
-    """Edge fits of a ``formula.json`` written by ``kansym fit`` / ``kansym symbolify``.
-
-    Parameters
-    ----------
-    path : path-like
-    width : sequence of int, optional
-        Width of the model the fits will be drawn on; every fitted edge must exist in it.
-
-    Returns
-    -------
-    (dict {(layer, i_in, j_out): EdgeFit}, dict)
-        The fits and the whole JSON record.
-
-    Raises
-    ------
-    DataError
-        Unreadable or foreign file.
-    ConfigError
-        A fitted edge does not exist in a model of ``width`` (fits of another checkpoint).
-    """
-    try:
-        record = json.loads(Path(path).read_text(encoding="utf-8"))
-        if not str(record.get("format", "")).startswith("kansym"):
-            raise ValueError("no kansym format tag")
-        fits = {tuple(int(v) for v in e["id"]): EdgeFit.from_dict(e) for e in record.get("edges", [])}
-    except FileNotFoundError:
-        raise DataError(f"fits file {path} does not exist; pass the formula.json that kansym fit wrote") from None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise DataError(f"{path} is not a kansym formula.json ({exc}); pass the formula.json that kansym fit wrote") from exc
-    if width is not None:
-        made_for = record.get("width_pruned")
-        if made_for is not None and list(made_for) != list(width):
-            raise ConfigError(
-                f"{path} holds the fits of a model of width {list(made_for)}, not of this one ({list(width)}); "
-                "draw them on the checkpoint they came from (usually pruned.pt)"
-            )
-        for edge in fits:
-            if not _edge_exists(edge, width):
-                raise ConfigError(
-                    f"{path} fits edge {edge} that the model (width {list(width)}) lacks; "
-                    "draw these fits on the checkpoint they came from (usually pruned.pt)"
-                )
-    return fits, record
-
-
-def _edge_exists(edge: Sequence[int], width: Sequence[int]) -> bool:
-    layer, i, j = edge
-    return 0 <= layer < len(width) - 1 and 0 <= i < width[layer] and 0 <= j < width[layer + 1]
-
-
-def check_edge(edge: Sequence[int], width: Sequence[int]) -> EdgeId:
-    """Validate an edge id ``(layer, i_in, j_out)`` against a model width.
-
-    Raises
-    ------
-    ConfigError
-        If the id has not three integers or lies outside the model.
-    """
-    if len(edge) != 3:
-        raise ConfigError(f"an edge is given as LAYER,IN,OUT (three integers), got {list(edge)}")
-    edge = tuple(int(v) for v in edge)
-    if not _edge_exists(edge, width):
-        layers = len(width) - 1
-        raise ConfigError(
-            f"edge {edge[0]},{edge[1]},{edge[2]} is outside the model of width {list(width)}: "
-            f"layer must be in 0..{layers - 1}, IN in 0..{width[min(max(edge[0], 0), layers - 1)] - 1}, "
-            f"OUT in 0..{width[min(max(edge[0], 0), layers - 1) + 1] - 1}"
-        )
-    return edge  # type: ignore[return-value]
-
-
 def node_name(bundle: Any, layer: int, index: int) -> str:
     """Name of node ``index`` of ``layer``: the CSV column for inputs/outputs, else ``h{layer}.{index}``."""
     width = bundle.model.width
@@ -218,7 +143,7 @@ def plot_edge(
     bundle : ModelBundle
     edge : (layer, i_in, j_out)
     fits : mapping, optional
-        Edge fits (e.g. :func:`read_fits`); the edge's fit is overlaid.
+        Edge fits (e.g. :meth:`kansym.discover.record.FormulaRecord.edge_fits`); the edge's fit is overlaid.
     fit_if_missing : bool
         Without a given fit, fit the edge here (:func:`kansym.symbolic.fit.select_edge_fit`).
     x : ndarray (N, d_in), optional

@@ -14,7 +14,7 @@ import numpy as np
 
 from kansym.errors import DataError
 
-__all__ = ["ReportResult", "plot_report", "search_front", "formula_from_record", "pareto_mask"]
+__all__ = ["ReportResult", "plot_report", "pareto_mask"]
 
 MAX_RESIDUAL_PANELS = 8
 
@@ -38,55 +38,6 @@ class ReportResult:
     formula: Any
     n_front: int
     n_residual_panels: int
-
-
-def formula_from_record(record: Mapping[str, Any], bundle: Any) -> Any:
-    """The sympy formula of a ``formula.json`` record, on the bundle's CSV symbols.
-
-    Raises
-    ------
-    DataError
-        If the record's formula cannot be read, or uses names the model lacks.
-    """
-    import sympy
-
-    from kansym.symbolic.compose import input_symbols
-
-    symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
-    local = {s.name: s for s in symbols}
-    try:
-        expr = sympy.parse_expr(str(record["sympy"]), local_dict=local)
-    except (KeyError, SyntaxError, TypeError, sympy.SympifyError) as exc:
-        raise DataError(f"cannot read the formula of the fits file ({exc}); pass the formula.json that kansym fit wrote") from exc
-    unknown = {s.name for s in expr.free_symbols} - set(local)
-    if unknown:
-        raise DataError(f"the formula uses {sorted(unknown)}, which are not inputs of this checkpoint; pass its own formula.json")
-    return expr
-
-
-def search_front(bundle: Any, *, library: Sequence[str] | None = None, r2_threshold: float = 0.999,
-                 time_budget: float = 5.0) -> list:
-    """The formulas the Occam step tries on a bundled (pruned) model, single output.
-
-    Runs :func:`kansym.symbolic.compose.symbolify` and
-    :func:`kansym.symbolic.occam.simplify_edges` on the calibration rows (about a
-    second for a pruned model; an unpruned one with many poorly fitting edges takes
-    longer, and no new trial starts after ``time_budget`` seconds).
-
-    Returns
-    -------
-    list of Candidate
-        Every formula tried, with its complexity, normalised error and whether the
-        search moved to it (the last accepted one is the choice).
-    """
-    from kansym.symbolic.compose import input_symbols, symbolify
-    from kansym.symbolic.occam import simplify_edges
-
-    sym, candidates = symbolify(bundle.model, bundle.model_inputs().double(), bundle.transform, bundle.input_names,
-                                bundle.output_names, library=library, r2_threshold=r2_threshold)
-    symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
-    _, tried = simplify_edges(sym, candidates, symbols, bundle.x_cal, bundle.y_cal[:, 0], time_budget=time_budget)
-    return tried
 
 
 def pareto_mask(complexity: np.ndarray, error: np.ndarray) -> np.ndarray:
@@ -120,7 +71,7 @@ def _r2(y: np.ndarray, f: np.ndarray) -> float:
 
 def plot_report(
     bundle: Any,
-    formula: Any = None,
+    formula: Any,
     *,
     front: Sequence[Any] | None = None,
     x: np.ndarray | None = None,
@@ -133,13 +84,13 @@ def plot_report(
     ----------
     bundle : ModelBundle
         Usually the pruned model.
-    formula : sympy.Expr, optional
-        In CSV names and units (e.g. from :func:`formula_from_record`); by default it
-        is discovered here with :func:`kansym.pipeline.symbolify_bundle` (seconds).
+    formula : sympy.Expr
+        In CSV names and units (:attr:`kansym.discover.result.Formula.expr`, or
+        :meth:`kansym.discover.record.FormulaRecord.expr`).
     front : sequence of FrontEntry, Candidate or dict, optional
-        Either the pipeline's final front (:attr:`kansym.formula.Formula.front`, or
+        Either the pipeline's final front (:attr:`kansym.discover.result.Formula.front`, or
         ``formula.json``'s ``pareto``: entries with ``chosen``; the answer starred) or the
-        Occam step's candidates (:func:`search_front`, or ``formula.json``'s
+        Occam step's candidates (:func:`kansym.discover.symbolify.occam_candidates`, or ``formula.json``'s
         ``candidates``: entries with ``accepted``; its last accepted one starred as "Occam
         step's choice", which refinement may still change). Drawn as expression
         complexity vs error with the Pareto front.
@@ -164,10 +115,6 @@ def plot_report(
         raise DataError(f"output {output} does not exist; the model has {len(bundle.output_names)} output(s)")
     x = bundle.x_cal if x is None else x
     y = bundle.y_cal if y is None else y
-    if formula is None:
-        from kansym.pipeline import DiscoverConfig, symbolify_bundle
-
-        formula = symbolify_bundle(bundle, DiscoverConfig(), x, y)[1][output].expr
     symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
     with np.errstate(all="ignore"):
         f_pred = np.broadcast_to(np.asarray(lambdify_formula(formula, symbols)(x), dtype=float), (x.shape[0],))

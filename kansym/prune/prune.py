@@ -10,6 +10,7 @@ masked model numerically.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,10 +208,10 @@ def prune(model: KAN, x: Any, *, theta: float = 1e-2, prune_inputs: bool = False
     Raises
     ------
     ConfigError
-        If ``theta < 0`` or ``x`` does not fit the model.
+        If ``theta`` is negative or not finite, or ``x`` does not fit the model.
     """
-    if not theta >= 0:
-        raise ConfigError(f"theta must be >= 0, got {theta}")
+    if not (theta >= 0 and math.isfinite(theta)):
+        raise ConfigError(f"theta must be a finite number >= 0, got {theta}")
     edges = edge_scores(model, x)
     nodes = node_scores_from_edges(edges)
     in_score = edges[0].amax(dim=0)  # (in,)

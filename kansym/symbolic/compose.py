@@ -25,7 +25,7 @@ from kansym.nn.kan import KAN
 from kansym.symbolic.fit import EdgeFit, select_edge_fit
 from kansym.symbolic.library import Primitive, get_library
 from kansym.symbolic.numeric import numeric_edge
-from kansym.transform import DataTransform
+from kansym.io.transform import DataTransform
 
 __all__ = ["SymbolicKAN", "symbolify", "input_symbols"]
 

@@ -1,4 +1,4 @@
-"""Export a formula as LaTeX, Python (numpy) source, a torch module or JSON.
+"""Export a formula as LaTeX, Python (numpy) source or a torch module (JSON: :mod:`kansym.discover.record`).
 
 One function per target, as PySR's exporters do (Cranmer 2023, arXiv:2305.01582):
 LaTeX precision comes from a :class:`sympy.printing.latex.LatexPrinter`
@@ -22,7 +22,7 @@ from sympy.printing.numpy import NumPyPrinter
 
 from kansym.errors import ConfigError
 
-__all__ = ["to_latex", "to_python", "to_torch", "to_json", "from_json", "SympyModule"]
+__all__ = ["to_latex", "to_python", "to_torch", "SympyModule"]
 
 _GREEK = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
           "lambda", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau", "upsilon", "phi",
@@ -225,45 +225,3 @@ def to_torch(expr: sympy.Expr, symbols: Sequence[Any]) -> SympyModule:
     if extra:
         raise ConfigError(f"the formula uses {sorted(s.name for s in extra)} which are not in symbols; add them.")
     return SympyModule(expr, syms)
-
-
-def to_json(expr: sympy.Expr, symbols: Sequence[Any], *, symbol_names: Mapping[Any, str] | None = None,
-            precision: int = 4, units: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A JSON-ready dict describing the formula.
-
-    Returns
-    -------
-    dict
-        ``sympy``: ``str(expr)`` (parse with :func:`from_json`, or
-        ``sympy.sympify(s, locals={name: Symbol(name) ...})``); ``latex``;
-        ``variables``: the symbol names in column order; ``python``: the
-        :func:`to_python` source; ``units`` if given (column name -> unit).
-    """
-    syms = _as_symbols(symbols)
-    out: dict[str, Any] = {
-        "sympy": str(sympy.sympify(expr)),
-        "latex": to_latex(expr, symbol_names=symbol_names, precision=precision),
-        "variables": [s.name for s in syms],
-        "python": to_python(expr, syms),
-    }
-    if units:
-        out["units"] = dict(units)
-    return out
-
-
-def from_json(data: Mapping[str, Any]) -> tuple[sympy.Expr, list[sympy.Symbol]]:
-    """Parse :func:`to_json` output back to ``(expr, symbols)``.
-
-    Raises
-    ------
-    ConfigError
-        If ``sympy`` or ``variables`` is missing or the string does not parse.
-    """
-    if "sympy" not in data or "variables" not in data:
-        raise ConfigError("formula JSON needs 'sympy' and 'variables'; pass the output of to_json().")
-    syms = [sympy.Symbol(n) for n in data["variables"]]
-    try:
-        expr = sympy.sympify(data["sympy"], locals={s.name: s for s in syms})
-    except (sympy.SympifyError, SyntaxError, TypeError) as exc:
-        raise ConfigError(f"cannot parse formula {data['sympy']!r}: {exc}; check the JSON file.") from exc
-    return expr, syms

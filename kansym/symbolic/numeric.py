@@ -5,7 +5,7 @@ When the best primitive of the library explains an edge's samples with an R² be
 a wrong term in the formula and hide the problem (pykan's ``auto_symbolic`` always
 picks a primitive). The edge is kept as a piecewise-linear interpolant of its samples
 instead, appears in the formula as an opaque function ``phi_l_i_j(...)`` and is listed
-by :attr:`kansym.pipeline.Formula.numeric_edges` so the CLI can flag it. The opaque
+by :attr:`kansym.discover.result.Formula.numeric_edges` so the CLI can flag it. The opaque
 function carries its numpy implementation (``sympy.implemented_function``), so the
 formula still evaluates, refits and verifies numerically.
 """

@@ -2,12 +2,14 @@
 Science with PySR and SymbolicRegression.jl", arXiv:2305.01582).
 
 ``kansym fit --backend pysr`` hands the fitting rows to ``pysr.PySRRegressor`` instead of a
-KAN, then verifies the answer like the KAN backend does (R² on the held-out rows, the
-Pareto front, the same :class:`kansym.pipeline.Formula`). PySR needs Julia, which it
+KAN (:mod:`kansym.discover.pysr`), then verifies the answer like the KAN backend does (R²
+on the held-out rows, the Pareto front, the same :class:`kansym.discover.result.Formula`).
+This module holds the PySR side: its config, the lazy import and the reading of its
+equation table. PySR needs Julia, which it
 downloads on first import, so it is imported only here, lazily
 (:func:`import_pysr`), and never by the package or the default tests.
 
-The translation of PySR's equation table to kansym (:func:`formulas_from_table`) parses
+The translation of PySR's equation table to kansym (:func:`parse_pysr_equation`) parses
 the ``equation`` strings with kansym's own symbols (explicit ``Symbol`` per column, so
 ``I``, ``gamma``, ``beta`` stay variables) and PySR's operator names (``square``,
 ``inv``, ``neg``...), and picks the answer with PySR's ``model_selection="best"`` rule:
@@ -29,7 +31,7 @@ from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transfo
 
 from kansym.errors import ConfigError, FitError
 
-__all__ = ["PySRConfig", "import_pysr", "parse_pysr_equation", "choose_best", "formulas_from_table", "discover_pysr"]
+__all__ = ["PySRConfig", "import_pysr", "parse_pysr_equation", "choose_best"]
 
 INSTALL_HINT = "pip install 'kansym[pysr]'"
 
@@ -138,76 +140,3 @@ def choose_best(complexity: Sequence[int], loss: Sequence[float]) -> int:
         score[b] = -(math.log(lo[b]) - math.log(lo[a])) / dc if dc > 0 else 0.0
     ok = lo <= 1.5 * lo.min()
     return int(np.flatnonzero(ok)[np.argmax(score[ok])])
-
-
-def formulas_from_table(table: Any, symbols: Sequence[sympy.Symbol], target: str, x: np.ndarray, y: np.ndarray,
-                        x_test: np.ndarray | None = None, y_test: np.ndarray | None = None):
-    """A :class:`kansym.pipeline.Formula` from PySR's ``equations_`` table (a DataFrame with
-    ``complexity``, ``loss`` and ``equation`` columns).
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-    symbols : sequence of sympy.Symbol
-        One per input column.
-    x, y : ndarray (N, d), (N,)
-        Fitting rows (for the fidelity).
-    x_test, y_test : ndarray, optional
-        Held-out rows for :attr:`Formula.r2_test` and the front; default ``x, y``.
-
-    Raises
-    ------
-    FitError
-        Empty table or an equation that does not parse.
-    """
-    from kansym.pipeline import Formula
-    from kansym.symbolic.compose import lambdify_formula
-    from kansym.symbolic.pareto import pareto_front
-    from kansym.symbolic.verify import fidelity
-
-    if table is None or len(table) == 0:
-        raise FitError("PySR returned no equation; give it more iterations")
-    exprs = [parse_pysr_equation(t, symbols) for t in table["equation"]]
-    best = exprs[choose_best(list(table["complexity"]), list(table["loss"]))]
-    held_out = x_test is not None and y_test is not None
-    xt, yt = (x_test, y_test) if held_out else (x, y)
-    fid = fidelity(lambdify_formula(best, symbols), x, y)
-    front = pareto_front(exprs, best, symbols, xt, yt)
-    r2_test = next(e.r2 for e in front if e.chosen)
-    # no model here: the formula is compared with the best equation PySR found
-    r2_best = max(e.r2 for e in front)
-    return Formula(expr=best, raw=best, symbols=tuple(symbols), fidelity=fid, target=target, r2_test=r2_test,
-                   r2_model_test=r2_best, n_test=int(xt.shape[0]) if held_out else 0, front=front)
-
-
-def discover_pysr(x: np.ndarray, y: np.ndarray, input_names: Sequence[str], target: str,
-                  config: PySRConfig | None = None, *, holdout: float = 0.2, seed: int = 0):
-    """Run PySR on ``x (N, d)``, ``y (N,)`` and verify its answer on held-out rows.
-
-    Returns
-    -------
-    kansym.pipeline.Formula
-
-    Raises
-    ------
-    ConfigError, FitError
-        PySR missing, Julia unavailable, or no usable equation.
-    """
-    from kansym.pipeline import split_holdout
-    from kansym.symbolic.compose import input_symbols
-
-    config = config or PySRConfig()
-    pysr = import_pysr()
-    fit_idx, test_idx = split_holdout(x.shape[0], holdout, seed)
-    xf, yf = x[fit_idx], y[fit_idx]
-    model = pysr.PySRRegressor(
-        niterations=config.niterations, maxsize=config.maxsize, binary_operators=list(config.binary_operators),
-        unary_operators=list(config.unary_operators), timeout_in_seconds=config.timeout_in_seconds,
-        random_state=config.seed, deterministic=True, parallelism="serial", progress=False, verbosity=0,
-    )
-    model.fit(xf, yf, variable_names=list(input_names))
-    symbols = input_symbols(input_names)
-    xt = yt = None
-    if test_idx is not None:
-        xt, yt = x[test_idx], y[test_idx]
-    return formulas_from_table(model.equations_, symbols, target, xf, yf, xt, yt)

@@ -21,7 +21,7 @@ from kansym.nn.config import KANConfig
 from kansym.nn.kan import KAN
 from kansym.plot import plot_curves, plot_diagram, plot_edge, plot_report, save_figure
 from kansym.symbolic.fit import EdgeFit
-from kansym.transform import DataTransform
+from kansym.io.transform import DataTransform
 
 HISTORY = {"step": list(range(5)), "train_loss": [1.0, 0.5, 0.2, 0.1, 0.05],
            "val_loss": [1.1, 0.6, 0.25, 0.12, 0.06], "reg": [3.0, 2.0, 1.5, 1.2, 1.1]}
@@ -46,7 +46,8 @@ def ckpt(tmp_path_factory):
     bundle.save(d / "pruned.pt")
     fits = [{"id": [0, 0, 0], **EdgeFit("sin", 3.0, 0.0, 1.0, 0.0, 0.99).to_dict()}]
     (d / "formula.json").write_text(json.dumps({
-        "format": "kansym-formula", "sympy": "sin(3*semi_major_axis_km) + primary_mass_kg**2",
+        "format": "kansym-formula", "target": bundle.output_names[0],
+        "inputs": ["semi_major_axis_km", "primary_mass_kg"], "sympy": "sin(3*semi_major_axis_km) + primary_mass_kg**2",
         "edges": fits, "width_pruned": [2, 1, 1]}))
     return d
 
@@ -279,7 +280,8 @@ def test_bad_requests_are_one_line_errors(runner, ckpt, tmp_path):
     _one_line_error(runner.invoke(cli, ["plot", pt, "-o", str(foreign)]), "--force")
     assert foreign.read_bytes() == b"\x89PNG not ours"
     wrong = tmp_path / "wrong.json"
-    wrong.write_text(json.dumps({"format": "kansym-formula", "edges": [], "width_pruned": [2, 5, 1]}))
+    wrong.write_text(json.dumps({"format": "kansym-formula", "target": "y", "sympy": "0", "edges": [],
+                                 "width_pruned": [2, 5, 1]}))
     _one_line_error(runner.invoke(cli, ["plot", pt, "--fits", str(wrong), "-o", str(tmp_path / "b.png")]), "width")
     assert not (tmp_path / "a.png").exists() and not (tmp_path / "b.png").exists()
 
@@ -316,9 +318,9 @@ def test_real_runs_plot_every_kind_in_every_format(runner, tmp_path, example):
             _image_ok(target, fmt)
     bundle = ModelBundle.load(pruned)
     live = int(sum(int((layer.mask > 0).sum()) for layer in bundle.model.layers))
-    from kansym.plot.edges import read_fits
+    from kansym.discover.record import read_record
 
-    r = plot_diagram(bundle, fits=read_fits(fits, bundle.model.width)[0])
+    r = plot_diagram(bundle, fits=read_record(fits).edge_fits(bundle.model.width))
     assert r.n_edges_drawn == live and r.n_pruned_drawn == 0
     # Kepler's law is additive in log units: its KAN has no hidden layer and nothing to prune
     record = json.loads(fits.read_text())

@@ -254,7 +254,8 @@ def test_impossible_train_options_fail_before_any_work(runner, tmp_path, args, n
 
 
 @pytest.mark.parametrize("command, args, needle", [
-    ("prune", ["--theta", "-1"], "--theta must be"), ("prune", ["--theta", "inf"], "--theta must be"),
+    ("prune", ["--theta", "-1"], "'--theta': -1 is not a finite number >= 0"),
+    ("prune", ["--theta", "inf"], "'--theta': inf is not a finite number >= 0"),
     ("prune", ["--device", "tpu"], "tpu"),
     ("symbolify", ["--r2-threshold", "0"], "'--r2-threshold': 0.0 is not in the range 0<x<=1"), ("symbolify", ["--lib", "nope"], "nope"),
     ("symbolify", ["--device", "cuda:1"], "cuda"),

@@ -9,7 +9,7 @@ from kansym.nn import KAN, KANConfig
 from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
 from kansym.symbolic.fit import EdgeFit
 from kansym.symbolic.library import get_library
-from kansym.transform import DataTransform
+from kansym.io.transform import DataTransform
 
 
 def _hand_network(log_space=False):

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from kansym.cli.main import cli
 from kansym.errors import ConfigError
-from kansym.pipeline import DiscoverConfig, discover
+from kansym.discover import DiscoverConfig, discover
 from kansym.symbolic.direct import DirectCandidate, _unary, choose, direct_search, selection_score
 from kansym.symbolic.verify import is_exact_recovery
 
@@ -83,7 +83,8 @@ def test_cli_rejects_a_bad_complexity_weight(value, tmp_path):
     res = CliRunner().invoke(cli, ["fit", "--example", "kepler", "--complexity-weight", value,
                                    "-o", str(tmp_path / "out")])
     assert res.exit_code == 2
-    assert res.output.strip().splitlines()[-1] == f"error: --complexity-weight must be a finite number >= 0, got {float(value)}"
+    assert res.output.strip().splitlines()[-1] == (f"error: Invalid value for '--complexity-weight': {value} is not a "
+                                                   "finite number >= 0 (see: kansym fit --help)")
     assert not (tmp_path / "out").exists()
 
 

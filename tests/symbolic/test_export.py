@@ -6,7 +6,7 @@ import sympy
 import torch
 
 from kansym.errors import ConfigError
-from kansym.symbolic.export import from_json, to_json, to_latex, to_python, to_torch
+from kansym.symbolic.export import to_latex, to_python, to_torch
 
 a, T = sympy.symbols("semi_major_axis_km period")
 x1, x2 = sympy.symbols("x1 x2")
@@ -69,12 +69,3 @@ def test_torch_export_matches_lambdify():
         to_torch(sympy.gamma(x1), [x1])
 
 
-def test_json_roundtrip():
-    expr = 2.0 * a**1.5 / T + sympy.Rational(1, 3)
-    data = to_json(expr, [a, T], units={"period": "days"})
-    assert {"sympy", "latex", "variables", "python"} <= set(data)
-    back, syms = from_json(data)
-    assert back == expr and syms == [a, T]
-    assert sympy.sympify(data["sympy"], locals={"semi_major_axis_km": a, "period": T}) == expr
-    with pytest.raises(ConfigError):
-        from_json({"sympy": "x"})

@@ -5,7 +5,7 @@ import numpy as np
 from kansym.symbolic.compose import SymbolicKAN, input_symbols
 from kansym.symbolic.fit import EdgeFit
 from kansym.symbolic.occam import information_criterion, simplify_edges
-from kansym.transform import DataTransform
+from kansym.io.transform import DataTransform
 
 
 def test_information_criterion_prefers_fewer_constants_at_equal_fit():

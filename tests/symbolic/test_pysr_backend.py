@@ -14,6 +14,7 @@ import pytest
 import sympy
 
 from kansym.errors import ConfigError, FitError
+from kansym.discover import pysr as dp
 from kansym.symbolic import pysr_backend as pb
 from kansym.symbolic.verify import is_exact_recovery
 
@@ -43,7 +44,7 @@ def test_discover_pysr_fails_cleanly_without_pysr(monkeypatch):
     monkeypatch.setitem(sys.modules, "pysr", None)
     x = np.random.default_rng(0).uniform(1, 2, (50, 2))
     with pytest.raises(ConfigError, match="not installed"):
-        pb.discover_pysr(x, x[:, 0] * x[:, 1], ["I", "gamma"], "y")
+        dp.discover_pysr(x, x[:, 0] * x[:, 1], ["I", "gamma"], "y")
 
 
 def test_parse_uses_kansym_symbols_and_pysr_operators():
@@ -73,14 +74,14 @@ def test_table_becomes_a_verified_formula_with_front():
         "equation": ["5.1", "m * 3.2", "m * square(a)", "(m * square(a)) + 1e-9"],
     })
     m, a = sympy.symbols("m a", real=True)
-    f = pb.formulas_from_table(table, [m, a], "F", x[:150], y[:150], x[150:], y[150:])
+    f = dp.formulas_from_table(table, [m, a], "F", x[:150], y[:150], x[150:], y[150:])
     assert is_exact_recovery(m * a**2, f.expr) and f.r2_test == pytest.approx(1.0)
     assert f.n_test == 50 and f.warning is None and f.target == "F"
     chosen = [e for e in f.front if e.chosen]
     assert len(chosen) == 1 and chosen[0].expr == f.expr
     assert [e.complexity for e in f.front] == sorted(e.complexity for e in f.front)
     with pytest.raises(FitError, match="no equation"):
-        pb.formulas_from_table(table.iloc[:0], [m, a], "F", x, y)
+        dp.formulas_from_table(table.iloc[:0], [m, a], "F", x, y)
 
 
 def test_real_pysr_search_when_available():
@@ -89,5 +90,5 @@ def test_real_pysr_search_when_available():
     except (ConfigError, FitError) as exc:
         pytest.skip(f"PySR unavailable here: {exc}")
     x = np.random.default_rng(0).uniform(1, 3, (200, 2))
-    f = pb.discover_pysr(x, x[:, 0] * x[:, 1], ["m", "a"], "F", pb.PySRConfig(niterations=5))
+    f = dp.discover_pysr(x, x[:, 0] * x[:, 1], ["m", "a"], "F", pb.PySRConfig(niterations=5))
     assert f.r2_test > 0.999

@@ -14,7 +14,7 @@ import torch
 
 from kansym.nn.config import KANConfig
 from kansym.nn.kan import KAN
-from kansym.pipeline import DiscoverConfig, discover
+from kansym.discover import DiscoverConfig, discover
 from kansym.symbolic.compose import SymbolicKAN, lambdify_formula, symbolify
 from kansym.symbolic.fit import EdgeFit, select_edge_fit
 from kansym.symbolic.numeric import NumericEdge
@@ -22,7 +22,7 @@ from kansym.symbolic.occam import simplify_edges
 from kansym.symbolic.refine import refine
 from kansym.symbolic.verify import is_exact_recovery
 from kansym.train.fit import TrainConfig
-from kansym.transform import DataTransform
+from kansym.io.transform import DataTransform
 
 
 def _identity_transform(d_in: int) -> DataTransform:

@@ -4,7 +4,8 @@ import sympy
 import torch
 
 from kansym.errors import DataError
-from kansym.transform import DataTransform, choose_space
+from kansym.discover.structure import choose_space
+from kansym.io.transform import DataTransform
 
 
 def test_choose_space():
@@ -67,8 +68,9 @@ def test_constant_columns_are_refused():
 
 
 def test_additivity_against_the_noise_floor():
-    from kansym.pipeline import DiscoverConfig, _additivity
-    from kansym.transform import additive_r2, interaction_r2
+    from kansym.discover.config import DiscoverConfig
+    from kansym.discover.run import _additivity
+    from kansym.discover.structure import additive_r2, interaction_r2
 
     rng = np.random.default_rng(2)
     x = rng.uniform(1, 5, (3000, 2))

@@ -1,4 +1,4 @@
-"""Unit parsing and dimensional analysis (kansym.units): exact exponents on known laws."""
+"""Unit parsing and dimensional analysis (kansym.discover.units): exact exponents on known laws."""
 
 from fractions import Fraction
 from pathlib import Path
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from kansym.errors import DataError
-from kansym.units import analyze, parse_unit, read_units
+from kansym.discover.units import analyze, parse_unit, read_units
 
 EQUATIONS = "/work/shared/data/feynman/equations.csv"
 F = Fraction
@@ -125,6 +125,6 @@ def test_a_column_given_twice_is_an_error_and_an_unused_one_a_warning(tmp_path, 
     cs.write_text("m,kg\nv,m/s\nm,s\n")
     with pytest.raises(DataError, match="line 3: the unit of column 'm' is given twice"):
         read_units(str(cs), ["m", "v"])
-    with caplog.at_level("WARNING", logger="kansym.units"):
+    with caplog.at_level("WARNING", logger="kansym.discover.units"):
         assert read_units("m=kg,v=m/s,zz=m", ["m", "v"]) == {"m": {"kg": 1}, "v": {"m": 1, "s": -1}}
     assert "units given for zz, which is not among the columns used (m, v); ignored" in caplog.text

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from kansym.cli.main import cli
 from kansym.cli.report import print_formulas
-from kansym.pipeline import Formula, split_holdout
+from kansym.discover import Formula, split_holdout
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.verify import Fidelity
 

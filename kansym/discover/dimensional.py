@@ -1,11 +1,11 @@
 """Formula discovery with physical units: reduce to dimensionless groups, discover, map back.
 
-:func:`discover_with_units` is :func:`kansym.pipeline.discover` preceded by AI Feynman's
+:func:`discover_with_units` is :func:`kansym.discover.run.discover` preceded by AI Feynman's
 dimensional analysis (Udrescu & Tegmark 2020, Sci. Adv. 6:eaay2631, "Dimensional
-analysis"; :func:`kansym.units.analyze`): ``y = prod x^p * f(pi_1, ..., pi_k)`` with
+analysis"; :func:`kansym.discover.units.analyze`): ``y = prod x^p * f(pi_1, ..., pi_k)`` with
 dimensionless groups ``pi_j``, so the KAN learns ``f`` of ``k < d`` inputs, and with no
 group at all (or a target that is a pure monomial) ``f`` is a constant, fitted and snapped
-without a KAN. The result looks like :func:`~kansym.pipeline.discover`'s: formulas,
+without a KAN. The result looks like :func:`~kansym.discover.run.discover`'s: formulas,
 Pareto front and R² in the original columns (docs/algorithms.md, "Dimensional analysis").
 """
 
@@ -20,15 +20,16 @@ import networkx as nx
 import numpy as np
 import sympy
 
+from kansym.discover.config import DiscoverConfig
+from kansym.discover.result import Discovery, Formula, split_holdout
+from kansym.discover.run import discover
+from kansym.discover.structure import interaction_r2
+from kansym.discover.units import Reduction, analyze, parse_unit
 from kansym.errors import DataError
-from kansym.formula import Formula, split_holdout
-from kansym.pipeline import DiscoverConfig, Discovery, discover
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import refine, simplify_formula
 from kansym.symbolic.verify import fidelity, r2_score
-from kansym.transform import interaction_r2
-from kansym.units import Reduction, analyze, parse_unit
 
 __all__ = ["UnitsDiscovery", "discover_with_units", "CONSTANT_R2", "TRY_CONSTANT_R2"]
 
@@ -41,7 +42,7 @@ NULL_R2 = 0.05  # share of the variance of y / x^p a fit on the groups may expla
 
 @dataclass(frozen=True)
 class UnitsDiscovery(Discovery):
-    """:class:`~kansym.pipeline.Discovery` plus the dimensional reduction used.
+    """:class:`~kansym.discover.run.Discovery` plus the dimensional reduction used.
 
     ``formulas`` are in the original columns. ``trained``, ``pruned``, ``prune_result``,
     ``symbolic`` and ``graph`` describe the KAN trained on the groups (its inputs are
@@ -83,7 +84,7 @@ def discover_with_units(
     input_names : sequence of str
     target : str
     units : mapping
-        Unit of every input and of the target, as strings (:func:`kansym.units.parse_unit`)
+        Unit of every input and of the target, as strings (:func:`kansym.discover.units.parse_unit`)
         or parsed dicts.
     config : DiscoverConfig, optional
     progress : bool, optional
@@ -93,14 +94,14 @@ def discover_with_units(
     UnitsDiscovery
         With ``reduction=None`` when the units are inconsistent (the target's units cannot
         be made from the inputs'; logged as a warning) or when nothing is reduced: then
-        the plain :func:`~kansym.pipeline.discover` ran on the original columns.
+        the plain :func:`~kansym.discover.run.discover` ran on the original columns.
 
     Raises
     ------
     DataError
         A missing or unreadable unit (one line, naming the column), or bad data.
     ConfigError, FitError
-        As :func:`~kansym.pipeline.discover`.
+        As :func:`~kansym.discover.run.discover`.
     """
     config = config or DiscoverConfig()
     names = list(input_names)
@@ -173,7 +174,7 @@ def discover_with_units(
 
 def _groups_explain_nothing(red: Reduction, x: np.ndarray, y: np.ndarray) -> bool:
     """Whether ``y / prod x^p`` is a constant plus noise: a smooth fit on the groups (Legendre
-    polynomials with pairwise products, :func:`kansym.transform.interaction_r2`) explains at
+    polynomials with pairwise products, :func:`kansym.discover.structure.interaction_r2`) explains at
     most ``NULL_R2`` of its variance (about what such a fit explains of pure noise)."""
     g, yq = red.reduce(x, y)
     return bool(np.std(yq) == 0 or interaction_r2(g, yq) <= NULL_R2)
@@ -209,6 +210,8 @@ def _constant(red: Reduction, x, y, fit_idx, test_idx, n_test, symbols, target, 
         r2_model_test=r2_score(y[test_idx], _predict(raw, symbols, x[test_idx])),
         n_test=n_test,
         front=front,
+        origin="units",
+        reason=f"{target} is a constant times the monomial {red.monomial(symbols)} of the dimensional analysis",
     )
     const_red = Reduction(red.names, red.dims, red.p, (), ())
     return UnitsDiscovery(trained=None, pruned=None, prune_result=None, symbolic=None, formulas=(formula,),

@@ -1,8 +1,8 @@
-"""discover holds numpy/scipy's BLAS to the training's thread count (kansym.pipeline._blas_threads)."""
+"""discover holds numpy/scipy's BLAS to the training's thread count (kansym.discover._blas_threads)."""
 
 import pytest
 
-from kansym.pipeline import _blas_threads
+from kansym.discover.run import _blas_threads
 
 
 def test_blas_threads_are_held_within_the_block_and_restored():

@@ -1,4 +1,4 @@
-"""Discovery with units (kansym.dimensional) and ``kansym fit --units``."""
+"""Discovery with units (kansym.discover.dimensional) and ``kansym fit --units``."""
 
 import json
 
@@ -9,7 +9,7 @@ import sympy
 from click.testing import CliRunner
 
 from kansym.cli.main import cli
-from kansym.dimensional import discover_with_units
+from kansym.discover.dimensional import discover_with_units
 from kansym.errors import DataError
 from kansym.symbolic.verify import is_exact_recovery
 
@@ -143,8 +143,8 @@ def test_noisy_constant_is_fitted_in_the_data_units_and_snapped_to_one_half():
 def test_the_reduced_model_is_named_for_what_it_predicts():
     # Regression (fresh-user check): `kansym symbolify` on a --units checkpoint printed
     # "E = 1/sqrt(1 - pi1**2)", which is E / (m c^2), not E.
-    from kansym.dimensional import discover_with_units
-    from kansym.pipeline import DiscoverConfig
+    from kansym.discover.dimensional import discover_with_units
+    from kansym.discover import DiscoverConfig
 
     rng = np.random.default_rng(0)
     x = np.column_stack([rng.uniform(1, 5, 600), rng.uniform(1, 2, 600), rng.uniform(3, 10, 600)])

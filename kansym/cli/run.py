@@ -1,0 +1,197 @@
+"""What ``kansym fit`` and ``kansym train`` share around a run: signals, interruptions, resuming.
+
+- :func:`stop_on_sigterm`: SIGTERM stops training like Ctrl-C (exit status 143 instead of 130);
+- :func:`ctrl_c_note`: what Ctrl-C will do to this process, said before training starts;
+- :func:`load_resume`: the ``--resume`` checkpoint and the config of the resumed run;
+- :func:`save_interrupted`: the resumable checkpoint of an interrupted run, and the line
+  that says how to continue;
+- :func:`remove_finished_checkpoint`: the interrupted run's checkpoint, once resumed to the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import signal
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import click
+
+from kansym.cli.common import check_output_file
+from kansym.errors import ConfigError, KansymError
+
+__all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "stop_on_sigterm", "interrupted_status", "ctrl_c_note",
+           "prepare_training", "given_fields", "load_resume", "check_same_columns", "resume_command",
+           "save_interrupted", "remove_finished_checkpoint"]
+
+# exit status of a run stopped by Ctrl-C (128 + SIGINT) or by SIGTERM (128 + 15), as shells report them
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+# command-line option -> DiscoverConfig field (dotted for the nested TrainConfig) it sets
+OPTION_FIELDS = {"hidden": "hidden", "grid_size": "grid_size", "space": "space", "seed": "seed",
+                 "lamb": "train.lamb", "steps": "train.steps"}
+
+_terminated = threading.Event()  # set by the SIGTERM handler of stop_on_sigterm
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """Within the block, SIGTERM (``kill``, a batch scheduler's time limit) stops training like Ctrl-C.
+
+    The handler raises ``KeyboardInterrupt``, so the training loop rolls back to its
+    last completed step and the command saves the same resumable checkpoint as for
+    Ctrl-C (exit status 143 instead of 130). A SIGTERM the caller chose to ignore stays
+    ignored, and off the main thread (where Python cannot install handlers) nothing
+    changes; the previous handler is restored on leaving.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        yield
+        return
+
+    def on_sigterm(signum, frame):
+        _terminated.set()
+        raise KeyboardInterrupt("SIGTERM")
+
+    _terminated.clear()
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted_status() -> tuple[str, int]:
+    """``("interrupted", 130)`` after Ctrl-C, ``("terminated (SIGTERM)", 143)`` after SIGTERM."""
+    return ("terminated (SIGTERM)", EXIT_TERMINATED) if _terminated.is_set() else ("interrupted", EXIT_INTERRUPTED)
+
+
+def ctrl_c_note() -> str:
+    """What Ctrl-C will do to this process, for the line said before training starts.
+
+    A process started as a background job by a shell without job control (``cmd &``
+    in a script, some CI runners) inherits SIGINT *ignored* (POSIX, Shell Command
+    Language §2.11), and Python then installs no ``KeyboardInterrupt`` handler: a
+    SIGINT is dropped by the kernel and training goes on. kansym keeps that choice
+    of the caller (as every Python program does) but says so instead of promising a
+    checkpoint on Ctrl-C.
+    """
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if not ignored and hasattr(signal, "pthread_sigmask"):
+        ignored = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    if ignored:
+        return ("SIGINT is ignored or blocked in this process (a background job of a non-interactive shell?), "
+                "so Ctrl-C cannot stop it; SIGTERM (kill PID) still saves a resumable checkpoint")
+    return "Ctrl-C saves a resumable checkpoint"
+
+
+def prepare_training() -> None:
+    """Pay the first torch optimiser's import of ``torch._dynamo`` (seconds on a busy machine)
+    before the interruptible part: a Ctrl-C inside that import sometimes ended the process
+    by the signal (rc -2) instead of the clean save."""
+    import torch
+
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
+
+
+def given_fields(ctx: click.Context) -> set[str]:
+    """The config fields (:data:`OPTION_FIELDS`) of the options given on the command line."""
+    return {OPTION_FIELDS[n] for n in ctx.params
+            if n in OPTION_FIELDS and ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
+
+
+def load_resume(resume: str | None, config, ctx: click.Context):
+    """The ``--resume`` point (None without it) and the config of the resumed run.
+
+    Raises
+    ------
+    ConfigError
+        An option that shapes training was given with another value than the saved one
+        (named by its flag), or ``--steps`` below the steps already done.
+    """
+    if resume is None:
+        return None, config
+    from kansym.discover.resume import ResumeConflict, load_resume as read_point, merge_resume_config
+
+    point = read_point(resume)
+    try:
+        config = merge_resume_config(point.config, config, given_fields(ctx))
+    except ResumeConflict as exc:
+        flag = "--" + next(o for o, f in OPTION_FIELDS.items() if f == exc.field).replace("_", "-")
+        raise ConfigError(f"cannot resume with {flag} {_show(exc.given)}: the run was started with {_show(exc.saved)}; "
+                          f"drop {flag} or start a new run") from None
+    if config.train.steps < point.state.step:
+        raise ConfigError(f"'{resume}' already completed {point.state.step} steps; give --steps {point.state.step} or more")
+    return point, config
+
+
+def _show(value) -> str:
+    return ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+
+
+def check_same_columns(table, point, resume: str | None) -> None:
+    """Refuse to resume a run on other columns than it was trained on."""
+    if point is None:
+        return
+    bundle = point.bundle
+    if table.input_names != bundle.input_names or table.target_names != bundle.output_names:
+        raise ConfigError(
+            f"'{resume}' was trained on inputs {', '.join(bundle.input_names)} -> {', '.join(bundle.output_names)}, "
+            f"not {', '.join(table.input_names)} -> {', '.join(table.target_names)}; give the same columns"
+        )
+
+
+def resume_command(ctx: click.Context, data, example, target, inputs, dropna, out_flag: str, out: str, ckpt: Path) -> str:
+    """The command line that continues an interrupted run."""
+    words = [ctx.find_root().info_name or "kansym", ctx.info_name]
+    words += [str(data)] if data is not None else ["--example", example]
+    if target:
+        words += ["--target", target]
+    if inputs:
+        words += ["--inputs", inputs]
+    if dropna:
+        words.append("--dropna")
+    words += [out_flag, str(out), "--resume", str(ckpt)]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def save_interrupted(stop: KeyboardInterrupt, path: Path, *, force: bool, protect: list[Path],
+                     command: str) -> click.exceptions.Exit:
+    """Save the resumable checkpoint of an interrupted run; the caller raises the returned exit (130 or 143).
+
+    ``stop`` is a :class:`~kansym.discover.result.RunInterrupted` with a bundle when the
+    training loop was interrupted; any other ``KeyboardInterrupt`` (fine-tuning,
+    symbolification, set-up) leaves nothing to save, and the line says so.
+    """
+    what, status = interrupted_status()
+    bundle = getattr(stop, "bundle", None)
+    if bundle is None:
+        click.echo(f"{what} outside the training loop; nothing was written (run the command again)", err=True)
+        return click.exceptions.Exit(status)
+    done, total = stop.state.step, bundle.meta["train_config"]["steps"]
+    try:
+        check_output_file(path, force=force, protect=protect)
+        bundle.save(path, protect=protect)
+    except KansymError as exc:
+        click.echo(f"{what} after {done} of {total} steps; could not save a resumable checkpoint: {exc}", err=True)
+        return click.exceptions.Exit(status)
+    click.echo(f"{what} after {done} of {total} steps; saved a resumable checkpoint to {path}; "
+               f"continue with: {command}", err=True)
+    return click.exceptions.Exit(status)
+
+
+def remove_finished_checkpoint(resume: str | None, ckpt: Path, quiet: bool) -> None:
+    """After a resumed run has finished, delete the interrupted run's checkpoint it continued, if kansym wrote it there.
+
+    Only the file this command itself saves on an interruption (``OUT/interrupted.pt``
+    or ``OUTPUT.interrupted.pt``) is removed; a checkpoint resumed from anywhere else
+    is the user's and stays.
+    """
+    if resume is None or Path(resume).resolve() != ckpt.resolve() or not ckpt.is_file():
+        return
+    ckpt.unlink()
+    if not quiet:
+        click.echo(f"removed {ckpt}: the run it saved has now finished", err=True)
+

@@ -1,0 +1,30 @@
+"""Discovery: from a table to a pruned KAN and a verified formula (the main job).
+
+::
+
+    from kansym.discover import discover
+    result = discover(x, y, input_names, output_names)     # DiscoverConfig() defaults
+    result.formulas[0].expr, result.formulas[0].r2_test
+
+Modules, in the order the data flow through them: :mod:`~kansym.discover.config`
+(:class:`DiscoverConfig`), :mod:`~kansym.discover.structure` (separability, log or linear
+units), :mod:`~kansym.discover.stages` (train, prune, fine-tune),
+:mod:`~kansym.discover.symbolify` (symbolify, Occam step, refine, verify, the choice
+against the direct search), :mod:`~kansym.discover.run` (:func:`discover`, :func:`train`),
+:mod:`~kansym.discover.result` (:class:`Formula`, :class:`Discovery`),
+:mod:`~kansym.discover.resume` (interrupted runs), :mod:`~kansym.discover.record`
+(``formula.json``), :mod:`~kansym.discover.units` and :mod:`~kansym.discover.dimensional`
+(physical units), :mod:`~kansym.discover.pysr` (the PySR backend).
+"""
+
+from kansym.discover.config import DiscoverConfig
+from kansym.discover.dimensional import UnitsDiscovery, discover_with_units
+from kansym.discover.record import FormulaRecord, formula_record, read_record
+from kansym.discover.result import Discovery, Formula, RunInterrupted, split_holdout
+from kansym.discover.resume import ResumePoint, load_resume
+from kansym.discover.run import discover, train
+
+__all__ = [
+    "DiscoverConfig", "Discovery", "Formula", "RunInterrupted", "UnitsDiscovery", "FormulaRecord", "ResumePoint",
+    "discover", "train", "discover_with_units", "formula_record", "read_record", "load_resume", "split_holdout",
+]

@@ -1,0 +1,151 @@
+"""What discovery produces: :class:`Formula`, :class:`Discovery`, :class:`RunInterrupted`,
+and the held-out split every stage agrees on (:func:`split_holdout`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import sympy
+from sympy.core.function import AppliedUndef
+
+from kansym.io.bundle import ModelBundle
+from kansym.prune.prune import PruneResult
+from kansym.symbolic.compose import SymbolicKAN, lambdify_formula
+from kansym.symbolic.verify import Fidelity
+
+__all__ = ["Formula", "Discovery", "RunInterrupted", "split_holdout", "MIN_ROWS", "MIN_HOLDOUT_ROWS", "R2_GAP"]
+
+MIN_ROWS = 10  # fewer rows cannot train and validate a KAN
+MIN_HOLDOUT_ROWS = 20  # fewer held-out rows than this would make a noisy verdict
+R2_GAP = 0.01  # a formula this much below the model's held-out R² is flagged
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A discovered formula for one output.
+
+    Attributes
+    ----------
+    expr : sympy.Expr
+        In CSV units and CSV names.
+    raw : sympy.Expr
+        The composition before refinement (equals the symbolic model's forward).
+    symbols : tuple of sympy.Symbol
+    fidelity : Fidelity
+        R² on the data and against the model.
+    target : str
+    candidates : tuple of kansym.symbolic.occam.Candidate
+        Every formula the Occam step evaluated (complexity, error, BIC, accepted),
+        before the final refinement.
+    r2_test, r2_model_test : float
+        R² of the formula and of the model on the held-out rows (on the fitting rows
+        when none were held out, ``n_test == 0``).
+    n_test : int
+        Number of held-out rows.
+    front : tuple of kansym.symbolic.pareto.FrontEntry
+        The complexity/error Pareto front of the candidates and the final formula, the
+        chosen one marked (:func:`kansym.symbolic.pareto.pareto_front`).
+    origin : str
+        What produced it: ``"kan"`` (the pruned KAN's composition, refined), ``"direct
+        search"``, ``"units"`` (a constant times the monomial of the dimensional
+        analysis) or ``"pysr"``.
+    reason : str
+        Why it was chosen over the other kinds ("" when nothing competed).
+    """
+
+    expr: sympy.Expr
+    raw: sympy.Expr
+    symbols: tuple[sympy.Symbol, ...]
+    fidelity: Fidelity
+    target: str
+    candidates: tuple = ()
+    r2_test: float = float("nan")
+    r2_model_test: float = float("nan")
+    n_test: int = 0
+    front: tuple = ()
+    origin: str = "kan"
+    reason: str = ""
+
+    @property
+    def numeric_edges(self) -> tuple[str, ...]:
+        """Names of the edges kept numeric (opaque ``phi_l_i_j`` functions in :attr:`expr`)."""
+        return tuple(sorted({str(f.func) for f in self.expr.atoms(AppliedUndef)}))
+
+    @property
+    def warning(self) -> str | None:
+        """Why this formula must not be taken as the answer as it stands, or None.
+
+        Set when its R² on the held-out rows (the fitting rows if none were held out)
+        is below the model's by more than ``R2_GAP`` = 0.01, or when some edge fitted no
+        primitive and stayed numeric.
+        """
+        notes = []
+        if not np.isfinite(self.r2_test) or self.r2_test < self.r2_model_test - R2_GAP:
+            notes.append(f"the formula's R² ({self.r2_test:.4f}) is below the model's ({self.r2_model_test:.4f}) "
+                         f"by more than {R2_GAP}: it misses part of what the model learned")
+        if self.numeric_edges:
+            notes.append(f"edges {', '.join(self.numeric_edges)} fit no primitive and stay numeric")
+        return "; ".join(notes) or None
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """Evaluate on CSV inputs ``(N, d_in)`` -> ``(N,)``."""
+        return lambdify_formula(self.expr, self.symbols)(x)
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """Everything :func:`discover` produced.
+
+    ``seconds`` sums the stages over all runs; ``runs`` is 1, or 2 when the additive
+    shortcut was tried before the hidden-layer KAN (:class:`DiscoverConfig` ``shortcut``).
+    """
+
+    trained: ModelBundle
+    pruned: ModelBundle
+    prune_result: PruneResult
+    symbolic: SymbolicKAN
+    formulas: tuple[Formula, ...]
+    graph: nx.DiGraph
+    seconds: dict
+    runs: int = 1
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM turned into one) during a discovery or training run.
+
+    A ``KeyboardInterrupt``, so code that does not know it still stops as on any Ctrl-C.
+
+    Attributes
+    ----------
+    bundle : ModelBundle or None
+        A resumable checkpoint of the interrupted training (its ``meta["resume"]`` is
+        the record of :mod:`kansym.discover.resume`); None when the run was stopped
+        outside the training loop and nothing can be resumed.
+    state : kansym.train.state.FitState or None
+        The training state at the end of the last completed step.
+    stage : str
+        The stage that was running (``"shortcut"``, ``"main"`` or ``"train"``).
+    """
+
+    def __init__(self, message: str, *, bundle: ModelBundle | None = None, state: Any = None,
+                 stage: str = "main") -> None:
+        super().__init__(message)
+        self.bundle = bundle
+        self.state = state
+        self.stage = stage
+
+
+def split_holdout(n: int, holdout: float, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Seeded split of ``n`` rows into fitting and held-out indices (sorted).
+
+    No rows are held out (``None``) when fewer than :data:`MIN_HOLDOUT_ROWS` would be,
+    or when fewer than :data:`MIN_ROWS` would remain to fit.
+    """
+    n_test = int(round(n * holdout))
+    if n_test < MIN_HOLDOUT_ROWS or n - n_test < MIN_ROWS:
+        return np.arange(n), None
+    perm = np.random.default_rng([seed, 7]).permutation(n)
+    return np.sort(perm[n_test:]), np.sort(perm[:n_test])

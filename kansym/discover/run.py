@@ -1,0 +1,313 @@
+"""The main job: from a table to a pruned KAN and a verified formula (DESIGN.md §2).
+
+:func:`discover` chains the stages; each returns a new value and none mutates its input::
+
+    rows -> (direct search) -> train (L1 + entropy) -> prune(theta) -> fine-tune
+         -> symbolify (per-edge primitives) -> Occam step -> compose -> refine -> verify
+
+:func:`train` is the training stage alone with its resumable checkpoint (``kansym train``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+
+from kansym.discover.config import DiscoverConfig
+from kansym.discover.result import Discovery, Formula, RunInterrupted, split_holdout
+from kansym.discover.resume import ResumePoint, resume_record
+from kansym.discover.stages import finetune_stage, prune_stage, train_stage
+from kansym.discover.structure import additive_r2, choose_space, interaction_r2
+from kansym.discover.symbolify import symbolify_stage, wants_direct_search
+from kansym.graph.build import to_networkx
+from kansym.io.bundle import ModelBundle
+from kansym.prune.scores import edge_scores
+from kansym.symbolic.compose import input_symbols
+from kansym.symbolic.direct import DirectCandidate, direct_search
+from kansym.symbolic.pareto import expression_complexity
+
+__all__ = ["discover", "train", "Rows"]
+
+log = logging.getLogger("kansym")
+
+ADDITIVE_RESIDUAL = 1e-4  # 1 - R² of the additive model below which the law counts as additive
+SHORTCUT_R2 = 0.9999  # held-out R² at which the additive (hidden-layer-free) run is kept alone
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The rows of one discovery run, CSV units.
+
+    Attributes
+    ----------
+    x, y : ndarray (N, d_in), (N, d_out)
+        Fitting rows: symbolification, refinement and the fidelity use them all.
+    x_test, y_test : ndarray or None
+        Held-out rows (:func:`~kansym.discover.result.split_holdout`) on which the
+        formula is verified against the model; None when the table is too small.
+    x_train, y_train : ndarray
+        The fitting rows the KAN trains on (at most ``max_train_rows`` of them, seeded).
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    x_test: np.ndarray | None
+    y_test: np.ndarray | None
+    x_train: np.ndarray
+    y_train: np.ndarray
+
+    @classmethod
+    def split(cls, x: np.ndarray, y: np.ndarray, config: DiscoverConfig) -> "Rows":
+        """Hold out ``config.holdout`` of the rows and cap the training rows (both seeded)."""
+        fit_idx, test_idx = split_holdout(x.shape[0], config.holdout, config.seed)
+        x_test = y_test = None
+        if test_idx is not None:
+            x_test, y_test = x[test_idx], y[test_idx]
+            x, y = x[fit_idx], y[fit_idx]
+        x_train, y_train = x, y
+        if config.max_train_rows is not None and x.shape[0] > config.max_train_rows:
+            sub = np.sort(np.random.default_rng([config.seed, 11]).choice(x.shape[0], config.max_train_rows,
+                                                                          replace=False))
+            x_train, y_train = x[sub], y[sub]
+        return cls(x, y, x_test, y_test, x_train, y_train)
+
+
+def train(
+    x: np.ndarray,
+    y: np.ndarray,
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    config: DiscoverConfig | None = None,
+    *,
+    progress: bool | None = None,
+    resume: ResumePoint | None = None,
+) -> ModelBundle:
+    """Train a sparsified KAN on all of ``x, y`` (CSV units) and bundle it (``kansym train``).
+
+    Parameters
+    ----------
+    x : ndarray (N, d_in)
+    y : ndarray (N, d_out)
+    config : DiscoverConfig, optional
+        ``hidden``, ``grid_size``, ``spline_order``, ``space``, ``train``, ``seed``,
+        ``device`` and ``dtype`` are used.
+    resume : ResumePoint, optional
+        Continue this interrupted run on the same rows (``config`` should come from
+        :func:`kansym.discover.resume.merge_resume_config`).
+
+    Raises
+    ------
+    RunInterrupted
+        On Ctrl-C; its ``bundle`` is the resumable checkpoint.
+    DataError, ConfigError, FitError
+    """
+    config = config or DiscoverConfig()
+    x, y = _as_2d(x, y)
+    return _train(x, y, input_names, output_names, config, config, progress, resume, "main")
+
+
+def _train(x, y, input_names, output_names, config: DiscoverConfig, outer: DiscoverConfig, progress,
+           resume: ResumePoint | None, stage: str, label: str = "") -> ModelBundle:
+    """:func:`~kansym.discover.stages.train_stage` with ``config``'s options; on Ctrl-C the
+    resumable checkpoint records ``stage`` and the whole run's config ``outer``."""
+    tcfg = config.train.replace(seed=config.seed, device=config.device)
+    try:
+        return train_stage(
+            x, y, input_names, output_names, hidden=config.hidden, grid_size=config.grid_size,
+            spline_order=config.spline_order, space=config.space, train=tcfg, seed=config.seed, dtype=config.dtype,
+            resume=resume, progress=progress, label=label,
+        )
+    except RunInterrupted as stop:
+        if stop.bundle is None:
+            raise
+        record = resume_record(stop.state, outer, x, y, stage=stage)
+        bundle = stop.bundle.replace_model(stop.bundle.model, resume=record)
+        raise RunInterrupted(str(stop), bundle=bundle, state=stop.state, stage=stage) from None
+
+
+def discover(
+    x: np.ndarray,
+    y: np.ndarray,
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    config: DiscoverConfig | None = None,
+    *,
+    progress: bool | None = None,
+    resume: ResumePoint | None = None,
+) -> Discovery:
+    """Find a formula for ``y`` as a function of ``x``: train, prune, symbolify, verify.
+
+    Parameters
+    ----------
+    x : ndarray (N, d_in), CSV units
+    y : ndarray (N, d_out) or (N,), CSV units
+        A share ``config.holdout`` of the rows is held out (seeded) to verify the
+        formula against the model (:attr:`Formula.r2_test`); the KAN trains on at most
+        ``config.max_train_rows`` of the others.
+    input_names, output_names : sequence of str
+        Column names; they become the formula's symbols.
+    config : DiscoverConfig, optional
+    progress : bool, optional
+        Progress bars (default: only on a terminal).
+    resume : ResumePoint, optional
+        Continue the training stage of an interrupted run
+        (:func:`kansym.discover.resume.load_resume`).
+
+    Returns
+    -------
+    Discovery
+
+    Raises
+    ------
+    RunInterrupted
+        On Ctrl-C during training (its ``bundle`` is resumable) or elsewhere (``bundle`` None).
+    DataError, ConfigError, FitError
+    """
+    config = config or DiscoverConfig()
+    with _blas_threads(config.train.num_threads):
+        return _discover(*_as_2d(x, y), input_names, output_names, config, progress, resume)
+
+
+def _as_2d(x, y) -> tuple[np.ndarray, np.ndarray]:
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    return x, (y[:, None] if y.ndim == 1 else y)
+
+
+def _blas_threads(n: int | None):
+    """Hold numpy/scipy's BLAS to ``n`` threads (None: unchanged) while the block runs.
+
+    The symbolic stages solve many tiny least-squares problems; on a busy machine the
+    BLAS worker threads of a 2-thread OpenBLAS spin for a core without speeding them up
+    (measured on the hello world at load 5: symbolify + direct search 0.66 + 0.66-1.09 s of
+    CPU with one thread against 0.96-1.13 + 1.29-1.73 s with two). Uses ``threadpoolctl``
+    (a dependency; an environment without it keeps BLAS's own setting).
+    """
+    if n is None:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # optional: without it BLAS keeps its own setting
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=n, user_api="blas")
+
+
+def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress, resume) -> Discovery:
+    rows = Rows.split(x, y, config)
+    t0 = time.perf_counter()
+    direct = None
+    if wants_direct_search(config, x.shape[1], y.shape[1]):
+        direct = direct_search(rows.x, rows.y[:, 0], input_symbols(input_names),
+                               complexity_weight=config.complexity_weight)
+    direct_seconds = time.perf_counter() - t0
+    runs = []
+    # A resumed run continues the stage it was interrupted in; the stages before it are
+    # deterministic and run again, so the result equals the uninterrupted one.
+    stage = resume.stage if resume is not None else None
+    additive, floor = _additivity(rows.x_train, rows.y_train, config) if config.shortcut and config.hidden \
+        else (False, 1.0)
+    if additive:
+        short = _run_once(rows, direct, input_names, output_names, config.replace(hidden=()), config, progress,
+                          resume if stage == "shortcut" else None, "shortcut")
+        f = short.formulas[0]
+        if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= floor):
+            return _finish(replace(short, seconds={**short.seconds, "direct": direct_seconds}))
+        log.info("the additive KAN's formula has held-out R² %.6g < %.6g; training the hidden layer too",
+                 f.r2_test, floor)
+        runs.append(short)
+    runs.append(_run_once(rows, direct, input_names, output_names, config, config, progress,
+                          resume if stage != "shortcut" else None, "main"))
+    best = max(runs, key=lambda d: (round(_score(d.formulas[0]), 6), -expression_complexity(d.formulas[0].expr)))
+    if len(runs) > 1:
+        other = runs[0] if best is runs[1] else runs[1]
+        log.info("kept the %s KAN's formula (held-out R² %.6g) over the %s KAN's (%.6g)",
+                 list(best.trained.model.width), best.formulas[0].r2_test, list(other.trained.model.width),
+                 other.formulas[0].r2_test)
+    seconds = {k: sum(d.seconds.get(k, 0.0) for d in runs) for k in runs[-1].seconds}
+    seconds["direct"] = direct_seconds
+    return _finish(replace(best, seconds=seconds, runs=len(runs)))
+
+
+def _finish(result: Discovery) -> Discovery:
+    """Log, once, which candidate won and why, and any warning of the answer."""
+    for f in result.formulas:
+        if f.reason:
+            log.info("%s", f.reason)
+        if f.warning:
+            log.warning("%s: %s", f.target, f.warning)
+    return result
+
+
+def _score(f: Formula) -> float:
+    return f.r2_test if np.isfinite(f.r2_test) else -np.inf
+
+
+def _additivity(x: np.ndarray, y: np.ndarray, config: DiscoverConfig) -> tuple[bool, float]:
+    """Whether the law is additive in the units the KAN will learn in, and the held-out
+    R² a formula of the additive KAN must reach to be kept alone.
+
+    One input is always additive. Otherwise the residual ``1 - R²`` of the additive
+    model must be at most ``ADDITIVE_RESIDUAL``, or at most twice that of the model with
+    pairwise interactions when the latter is below 1 % (noise makes both equal; a law
+    neither model follows is not called additive). The R² to reach is
+    ``1 - max(1 - SHORTCUT_R2, 3 * r)``, ``r`` the residual of the model with interactions
+    in CSV units (about the noise floor), and at least 0.999.
+    """
+    if y.shape[1] != 1:
+        return False, SHORTCUT_R2
+    space = choose_space(x, y, config.space)
+    g = np.log if space == "log" else (lambda a: a)
+    fit_r2 = interaction_r2 if x.shape[1] > 1 else additive_r2  # one input: the polynomial is the full model
+    res_full = max(1.0 - fit_r2(g(x), g(y)), 0.0)
+    # the formula's R² is measured in CSV units: so is the noise floor it is held to
+    noise = max(1.0 - fit_r2(x, y), 0.0)
+    floor = 1.0 - min(max(1.0 - SHORTCUT_R2, 3.0 * noise), 1e-3)
+    if x.shape[1] == 1:
+        return True, floor
+    res_add = 1.0 - additive_r2(g(x), g(y))
+    return res_add <= ADDITIVE_RESIDUAL or (res_add <= 2.0 * res_full and res_full <= 0.01), floor
+
+
+def _finetune_grid(config: DiscoverConfig, n_rows: int) -> int | None:
+    """The polishing grid, never finer than about 20 rows per interval (small tables overfit)."""
+    if not config.finetune_grid_size:
+        return None
+    return max(config.spline_order, min(config.finetune_grid_size, n_rows // 20))
+
+
+def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names, output_names,
+              config: DiscoverConfig, outer: DiscoverConfig, progress, resume: ResumePoint | None,
+              stage: str) -> Discovery:
+    """One train -> prune -> fine-tune -> symbolify run on prepared rows."""
+    seconds = {}
+    t0 = time.perf_counter()
+    label = "additive shortcut: no hidden layer" if stage == "shortcut" else ""
+    trained = _train(rows.x_train, rows.y_train, input_names, output_names, config, outer, progress, resume, stage,
+                     label)
+    seconds["train"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    pruned, result = prune_stage(trained, theta=config.theta)
+    pruned = finetune_stage(
+        pruned, rows.x_train, rows.y_train, train=config.finetune.replace(seed=config.seed, device=config.device),
+        grid_size=_finetune_grid(config, rows.x_train.shape[0]), dtype=config.dtype, progress=progress,
+    )
+    seconds["prune"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    sym, formulas = symbolify_stage(
+        pruned, rows.x, rows.y, rows.x_test, rows.y_test, library=config.library,
+        r2_threshold=config.r2_threshold, min_edge_r2=config.min_edge_r2, simplify=config.simplify_edges,
+        direct=direct, complexity_weight=config.complexity_weight,
+    )
+    seconds["symbolify"] = time.perf_counter() - t0
+
+    scores = edge_scores(pruned.model, pruned.model_inputs(rows.x))
+    graph = to_networkx(pruned.model, input_names=pruned.input_names, output_names=pruned.output_names,
+                        edge_scores=scores, edge_fits=dict(sym.edges))
+    return Discovery(trained=trained, pruned=pruned, prune_result=result, symbolic=sym, formulas=formulas,
+                     graph=graph, seconds=seconds)

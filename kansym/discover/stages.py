@@ -1,0 +1,167 @@
+"""The model stages of discovery: train (L1 + entropy), prune, fine-tune (DESIGN.md §2).
+
+Each stage takes the options it uses as keyword arguments, returns a new
+:class:`~kansym.io.bundle.ModelBundle` and leaves its input unchanged. The symbolic
+stages are in :mod:`kansym.discover.symbolify`; :func:`kansym.discover.run.discover`
+chains them all.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from kansym.discover.result import MIN_ROWS, RunInterrupted
+from kansym.discover.resume import ResumePoint
+from kansym.discover.structure import choose_space
+from kansym.errors import DataError
+from kansym.io.bundle import ModelBundle
+from kansym.io.transform import DataTransform
+from kansym.nn.config import KANConfig
+from kansym.nn.kan import KAN
+from kansym.prune.prune import PruneResult, prune
+from kansym.symbolic.verify import r2_score
+from kansym.train.config import TrainConfig
+from kansym.train.fit import finetune, fit
+from kansym.train.state import FitInterrupted
+
+__all__ = ["train_stage", "prune_stage", "finetune_stage", "torch_dtype"]
+
+log = logging.getLogger("kansym")
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """``"float64"`` or ``"float32"`` as a torch dtype."""
+    return torch.float64 if name == "float64" else torch.float32
+
+
+def train_stage(
+    x: np.ndarray,
+    y: np.ndarray,
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    *,
+    hidden: Sequence[int],
+    grid_size: int,
+    spline_order: int,
+    space: str,
+    train: TrainConfig,
+    seed: int,
+    dtype: str = "float64",
+    resume: ResumePoint | None = None,
+    progress: bool | None = None,
+    label: str = "",
+) -> ModelBundle:
+    """Train a sparsified KAN of width ``(d_in, *hidden, d_out)`` on CSV-unit rows and bundle it.
+
+    Parameters
+    ----------
+    x : ndarray (N, d_in), CSV units
+    y : ndarray (N, d_out), CSV units
+    input_names, output_names : sequence of str
+    hidden, grid_size, spline_order
+        The KAN (:class:`~kansym.nn.config.KANConfig`; seeded by ``seed``).
+    space : {"auto", "linear", "log"}
+        Units it learns in (:func:`kansym.discover.structure.choose_space`).
+    train : TrainConfig
+        The sparsifying fit (L1 + entropy, KAN paper eqs. 2.17-2.20).
+    seed : int
+    dtype : {"float64", "float32"}
+    resume : ResumePoint, optional
+        Continue this interrupted training on the same rows (its model, transform and
+        space replace the options above).
+    progress : bool, optional
+    label : str
+        Said in the log line (e.g. ``"additive shortcut"``).
+
+    Raises
+    ------
+    DataError
+        Fewer than :data:`~kansym.discover.result.MIN_ROWS` rows, or a constant column.
+    RunInterrupted
+        On Ctrl-C: ``bundle`` is the model at the last completed step (no resume record
+        yet: :func:`kansym.discover.run.train` and :func:`~kansym.discover.run.discover`
+        add it), ``state`` the training state.
+    FitError
+        The loss diverged.
+    """
+    if x.shape[0] < MIN_ROWS:
+        raise DataError(f"kansym needs at least {MIN_ROWS} rows to train and validate a KAN, got {x.shape[0]}")
+    torch_type = torch_dtype(dtype)
+    state = None
+    if resume is not None:
+        resume.check_data(x, y)
+        state = resume.state
+        bundle = resume.bundle
+        space, transform, model = bundle.meta.get("space", space), bundle.transform, bundle.model.to(torch_type)
+    else:
+        space = choose_space(x, y, space)
+        transform = DataTransform.fit(x, y, log_space=space == "log")
+        kcfg = KANConfig(width=(x.shape[1], *hidden, y.shape[1]), grid_size=grid_size, spline_order=spline_order,
+                         seed=seed)
+        model = KAN(kcfg).to(torch_type)
+    start = f" from step {state.step}" if state is not None else ""
+    what = f" ({label})" if label else ""
+    log.info("training a %s KAN%s in %s units on %d rows for %d steps%s", list(model.width), what, space,
+             x.shape[0], train.steps, start)
+    u = torch.as_tensor(transform.inputs(x), dtype=torch_type)
+    v = torch.as_tensor(transform.targets(y), dtype=torch_type)
+    try:
+        result = fit(model, u, v, train, progress=progress, resume=state)
+    except FitInterrupted as stop:
+        meta = {"space": space, "train_config": train.to_dict(), "history": stop.result.history.to_dict()}
+        partial = ModelBundle.create(stop.result.model.cpu(), transform, input_names, output_names, x, y,
+                                     meta=meta, seed=seed)
+        raise RunInterrupted(str(stop), bundle=partial, state=stop.state) from None
+    meta = {"space": space, "train_config": train.to_dict(), "history": result.history.to_dict()}
+    return ModelBundle.create(result.model.cpu(), transform, input_names, output_names, x, y, meta=meta, seed=seed)
+
+
+def prune_stage(bundle: ModelBundle, *, theta: float = 1e-2) -> tuple[ModelBundle, PruneResult]:
+    """Prune a bundled model's hidden nodes on its calibration rows (KAN paper §2.5.1).
+
+    The report saved in the new bundle's meta (``prune_report``) also holds the model's
+    R² on the calibration rows before and after pruning (``r2_before``, ``r2_after``,
+    CSV units), since removing a node whose incoming edges are weak also removes the
+    (nearly constant) contribution of its outgoing edges.
+
+    Raises
+    ------
+    ConfigError
+        ``theta`` negative or not finite.
+    """
+    result = prune(bundle.model, bundle.model_inputs(), theta=theta)
+    pruned = bundle.replace_model(result.model)
+    report = result.report.to_dict()
+    report["r2_before"] = float(r2_score(bundle.y_cal.ravel(), bundle.predict(bundle.x_cal).ravel()))
+    report["r2_after"] = float(r2_score(bundle.y_cal.ravel(), pruned.predict(bundle.x_cal).ravel()))
+    log.info("pruned %s -> %s (theta=%g)", list(bundle.model.width), list(result.model.width), theta)
+    return bundle.replace_model(result.model, prune_report=report), result
+
+
+def finetune_stage(
+    bundle: ModelBundle,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    train: TrainConfig,
+    grid_size: int | None,
+    dtype: str = "float64",
+    progress: bool | None = None,
+) -> ModelBundle:
+    """Polish a (pruned) bundled model on CSV-unit rows without sparsity, on a grid of
+    ``grid_size`` intervals (KAN paper §2.4, grid extension; None keeps the grid).
+
+    Raises
+    ------
+    FitError
+        The loss diverged.
+    """
+    torch_type = torch_dtype(dtype)
+    u = torch.as_tensor(bundle.transform.inputs(x), dtype=torch_type)
+    v = torch.as_tensor(bundle.transform.targets(y), dtype=torch_type)
+    ft = finetune(bundle.model, u, v, grid_size=grid_size, config=train, progress=progress)
+    return bundle.replace_model(ft.model.cpu(), finetune_history=ft.history.to_dict())

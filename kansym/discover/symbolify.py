@@ -1,0 +1,242 @@
+"""The symbolic stages of discovery: symbolify -> Occam step -> compose -> refine -> verify.
+
+:func:`symbolify_stage` turns a (pruned) model bundle into verified formulas
+(DESIGN.md §2; docs/algorithms.md §5-§9): a primitive per edge
+(:func:`kansym.symbolic.compose.symbolify`), simpler primitives where the data allow
+(:func:`kansym.symbolic.occam.simplify_edges`), composition, refinement of the constants
+(:func:`kansym.symbolic.refine.refine`), verification on held-out rows and the Pareto
+front; with direct-search candidates given, the KAN's formula competes with them
+(:func:`choose_formula`). :func:`symbolify_bundle` is the same for a checkpoint alone
+(``kansym symbolify``): it decides about and runs the direct search itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Sequence
+
+import numpy as np
+import sympy
+
+from kansym.discover.config import DiscoverConfig
+from kansym.discover.result import R2_GAP, Formula
+from kansym.io.bundle import ModelBundle
+from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
+from kansym.symbolic.direct import DirectCandidate, direct_search, selection_score
+from kansym.symbolic.occam import Candidate, simplify_edges
+from kansym.symbolic.pareto import expression_complexity, pareto_front
+from kansym.symbolic.refine import refine
+from kansym.symbolic.verify import Fidelity, fidelity, r2_score
+
+__all__ = ["symbolify_stage", "symbolify_bundle", "choose_formula", "wants_direct_search", "occam_candidates",
+           "EXACT_DIRECT_ERROR", "DIRECT_MARGIN"]
+
+log = logging.getLogger("kansym")
+
+EXACT_DIRECT_ERROR = 1e-9  # a direct formula this close (normalised RMS error) skips the KAN's Occam step and refit
+DIRECT_MARGIN = 0.5  # score lead a direct-search formula needs over a verified KAN formula
+UNDEFINED = Fidelity(-math.inf, -math.inf, math.inf, math.inf)  # a formula that is NaN/inf on some rows
+
+
+def wants_direct_search(config: DiscoverConfig, d_in: int, d_out: int) -> bool:
+    """Whether the direct search runs: ``config.direct_search``, the whole primitive
+    library (a user who restricts ``library`` restricts the vocabulary of the formula),
+    one output and at most two inputs."""
+    return bool(config.direct_search and config.library is None and d_out == 1 and d_in <= 2)
+
+
+def symbolify_stage(
+    bundle: ModelBundle,
+    x: np.ndarray,
+    y: np.ndarray,
+    x_test: np.ndarray | None = None,
+    y_test: np.ndarray | None = None,
+    *,
+    library: Sequence[str] | None = None,
+    r2_threshold: float = 0.999,
+    min_edge_r2: float = 0.9,
+    simplify: bool = True,
+    direct: Sequence[DirectCandidate] | None = None,
+    complexity_weight: float = 0.05,
+) -> tuple[SymbolicKAN, tuple[Formula, ...]]:
+    """Symbolify a bundled model, compose, refine and verify its formulas.
+
+    Parameters
+    ----------
+    bundle : ModelBundle
+    x, y : ndarray (N, d_in), (N, d_out)
+        CSV-unit fitting rows (symbolification, the Occam step, the refit, the fidelity).
+    x_test, y_test : ndarray, optional
+        Held-out CSV-unit rows on which the formula and the model are compared
+        (:attr:`Formula.r2_test`, :attr:`Formula.warning`); default: ``x, y``.
+    library : sequence of str, optional
+        Primitive names an edge may take (None: all).
+    r2_threshold : float
+        Per-edge R² a primitive must reach.
+    min_edge_r2 : float
+        An edge whose best primitive stays below this R² is kept numeric and flagged.
+    simplify : bool
+        Run the Occam step (single output only).
+    direct : sequence of DirectCandidate, optional
+        Candidates of :func:`kansym.symbolic.direct.direct_search` on ``x, y`` (single
+        output): they compete with the KAN's formula (:func:`choose_formula`); None: no
+        competition.
+    complexity_weight : float
+        ``w`` of :func:`~kansym.symbolic.direct.selection_score`.
+
+    Returns
+    -------
+    (SymbolicKAN, tuple of Formula)
+        One formula per output.
+    """
+    held_out = x_test is not None and y_test is not None
+    if not held_out:
+        x_test, y_test = x, y
+    symbols = tuple(input_symbols(bundle.input_names, positive=bundle.transform.log_space))
+    tried: list = []
+    # an exact direct formula makes the KAN's Occam step and refit (minutes on some 2-input laws) moot
+    exact_direct = bool(direct) and min(c.error for c in direct) <= EXACT_DIRECT_ERROR
+    occam = len(bundle.output_names) == 1 and simplify and not exact_direct
+    sym, candidates = symbolify(
+        bundle.model, bundle.model_inputs(x).double(), bundle.transform, bundle.input_names, bundle.output_names,
+        library=library, r2_threshold=r2_threshold, min_r2=min_edge_r2,
+        exhaustive=occam,  # the alternatives of every edge are refined only for the Occam step
+    )
+    if occam:
+        sym, tried = simplify_edges(sym, candidates, symbols, x, y[:, 0])
+    y_model = bundle.predict(x)
+    y_model_test = bundle.predict(x_test)
+    loss_space = "log" if bundle.transform.log_space else "linear"
+    formulas = []
+    for k, raw in enumerate(sym.expressions(symbols)):
+        # with an exact direct formula the KAN's composition is only shown, not refined
+        expr = raw if exact_direct else refine(raw, symbols, x, y[:, k], loss_space=loss_space)
+        fid = fidelity(lambdify_formula(expr, symbols), x, y[:, k], y_model[:, k]) if _finite(expr, symbols, x) else None
+        # a composition undefined on some rows (an edge's fit left its domain) is scored as such
+        raw_fid = fidelity(lambdify_formula(raw, symbols), x, y[:, k], y_model[:, k]) if _finite(raw, symbols, x) \
+            else UNDEFINED
+        if fid is None or fid.r2_data < raw_fid.r2_data - 1e-6:
+            log.info("refinement lowered R² (%s < %.6g); keeping the raw composition",
+                     "nan" if fid is None else f"{fid.r2_data:.6g}", raw_fid.r2_data)
+            expr, fid = raw, raw_fid
+        yt = y_test[:, k]
+        front = pareto_front([c.expr for c in tried] + [raw], expr, symbols, x_test, yt)
+        formula = Formula(
+            expr=expr, raw=raw, symbols=symbols, fidelity=fid, target=bundle.output_names[k],
+            candidates=tuple(tried), r2_test=next(e.r2 for e in front if e.chosen),
+            r2_model_test=r2_score(yt, y_model_test[:, k]), n_test=int(x_test.shape[0]) if held_out else 0,
+            front=front,
+        )
+        if direct is not None and len(bundle.output_names) == 1:
+            formula = choose_formula(formula, direct, complexity_weight, x, y[:, 0], y_model[:, 0], x_test, yt)
+        formulas.append(formula)
+    return sym, tuple(formulas)
+
+
+def symbolify_bundle(
+    bundle: ModelBundle,
+    config: DiscoverConfig,
+    x: np.ndarray | None = None,
+    y: np.ndarray | None = None,
+) -> tuple[SymbolicKAN, tuple[Formula, ...]]:
+    """:func:`symbolify_stage` on a checkpoint alone (``kansym symbolify``).
+
+    Uses ``config``'s ``library``, ``r2_threshold``, ``min_edge_r2``,
+    ``simplify_edges``, ``direct_search`` and ``complexity_weight``; the rows are
+    ``x, y`` (CSV units) or the bundle's calibration rows, none held out. The direct
+    search runs when :func:`wants_direct_search` says so.
+    """
+    x = bundle.x_cal if x is None else x
+    y = bundle.y_cal if y is None else y
+    direct = None
+    if wants_direct_search(config, x.shape[1], y.shape[1]):
+        symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
+        direct = direct_search(x, y[:, 0], symbols, complexity_weight=config.complexity_weight)
+    sym, formulas = symbolify_stage(
+        bundle, x, y, library=config.library, r2_threshold=config.r2_threshold, min_edge_r2=config.min_edge_r2,
+        simplify=config.simplify_edges, direct=direct, complexity_weight=config.complexity_weight,
+    )
+    for f in formulas:
+        if f.reason:
+            log.info("%s", f.reason)
+        if f.warning:
+            log.warning("%s: %s", f.target, f.warning)
+    return sym, formulas
+
+
+def occam_candidates(bundle: ModelBundle, *, library: Sequence[str] | None = None, r2_threshold: float = 0.999,
+                     time_budget: float = 5.0) -> list[Candidate]:
+    """The formulas the Occam step tries on a bundled (pruned) single-output model.
+
+    Runs :func:`kansym.symbolic.compose.symbolify` and
+    :func:`kansym.symbolic.occam.simplify_edges` on the calibration rows (about a
+    second for a pruned model; an unpruned one with many poorly fitting edges takes
+    longer, and no new trial starts after ``time_budget`` seconds).
+
+    Returns
+    -------
+    list of Candidate
+        Every formula tried, with its complexity, normalised error and whether the
+        search moved to it (the last accepted one is the choice).
+    """
+    sym, candidates = symbolify(bundle.model, bundle.model_inputs().double(), bundle.transform, bundle.input_names,
+                                bundle.output_names, library=library, r2_threshold=r2_threshold)
+    symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
+    _, tried = simplify_edges(sym, candidates, symbols, bundle.x_cal, bundle.y_cal[:, 0], time_budget=time_budget)
+    return tried
+
+
+def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: float, x: np.ndarray, y: np.ndarray,
+                   y_model: np.ndarray, x_test: np.ndarray, y_test: np.ndarray) -> Formula:
+    """The KAN's formula or a direct-search candidate, whichever has the lowest
+    :func:`~kansym.symbolic.direct.selection_score` (normalised RMS error on the held-out
+    rows, complexity); the Pareto front lists both kinds.
+
+    A verified KAN formula (no :attr:`Formula.warning`) is displaced by a formula that is
+    not simpler only with a score lower by ``DIRECT_MARGIN`` (a 10**0.5-fold smaller
+    error at equal complexity): on real measurements a few free exponents of the direct
+    search fit the data's systematics slightly better than the KAN's snapped law
+    (Kepler's ``M**0.5016`` against ``sqrt(M)``). Nor is it ever displaced by a candidate
+    whose held-out R² is more than ``R2_GAP`` below the model's (the verification rule),
+    whatever the weight. The returned formula's ``origin`` and ``reason`` say which won
+    and why.
+    """
+    def score(expr: sympy.Expr, r2: float) -> float:
+        err = math.sqrt(max(1.0 - r2, 0.0)) if math.isfinite(r2) else math.inf
+        return selection_score(err, expression_complexity(expr), weight)
+
+    def on_kan_symbols(expr: sympy.Expr) -> sympy.Expr:
+        return expr.xreplace({s: t for s in expr.free_symbols for t in kan.symbols if s.name == t.name})
+
+    best, best_r2 = kan.expr, kan.r2_test
+    kan_score, kan_complexity = score(kan.expr, kan.r2_test), expression_complexity(kan.expr)
+    best_score = math.inf
+    for c in direct:
+        expr = on_kan_symbols(c.expr)
+        if not _finite(expr, kan.symbols, x_test):
+            continue
+        r2 = r2_score(y_test, lambdify_formula(expr, kan.symbols)(x_test))
+        if not kan.warning and r2 < kan.r2_model_test - R2_GAP:
+            continue  # never trade a verified formula for one that fails verification (e.g. a heavy weight's constant)
+        margin = 0.0 if kan.warning or expression_complexity(expr) < kan_complexity else DIRECT_MARGIN
+        if score(expr, r2) < min(best_score, kan_score - margin) - 1e-12:
+            best, best_r2, best_score = expr, r2, score(expr, r2)
+    if best is kan.expr:
+        return kan
+    others = [e.expr for e in kan.front] + [kan.expr] + [on_kan_symbols(c.expr) for c in direct]
+    front = pareto_front(others, best, kan.symbols, x_test, y_test)
+    why = ("the KAN's formula is not verified" if kan.warning else
+           f"selection score {best_score:.3f} < {kan_score:.3f} (log10 error + {weight:g} x complexity)")
+    reason = (f"direct search: {best} (R² {best_r2:.6g}, complexity {expression_complexity(best)}) over the KAN's "
+              f"{kan.expr} (R² {kan.r2_test:.6g}, complexity {kan_complexity}): {why}")
+    return Formula(expr=best, raw=kan.raw, symbols=kan.symbols,
+                   fidelity=fidelity(lambdify_formula(best, kan.symbols), x, y, y_model), target=kan.target,
+                   candidates=kan.candidates, r2_test=next(e.r2 for e in front if e.chosen),
+                   r2_model_test=kan.r2_model_test, n_test=kan.n_test, front=front, origin="direct search",
+                   reason=reason)
+
+
+def _finite(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray) -> bool:
+    with np.errstate(all="ignore"):
+        return bool(np.all(np.isfinite(lambdify_formula(expr, symbols)(x))))
