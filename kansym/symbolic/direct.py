@@ -41,6 +41,7 @@ import sympy
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.pareto import expression_complexity
 from kansym.symbolic.refine import refine, simplify_formula
+from kansym.symbolic.verify import nrmse
 
 __all__ = ["DirectCandidate", "direct_search", "choose", "selection_score", "ERROR_FLOOR"]
 
@@ -61,7 +62,8 @@ class DirectCandidate:
     ----------
     expr : sympy.Expr
     error : float
-        Normalised RMS error (RMSE over the std of ``y``) on the rows it was scored on.
+        Normalised RMS error (RMSE over the std of ``y``,
+        :func:`kansym.symbolic.verify.nrmse`) on the rows it was scored on.
     complexity : int
         :func:`kansym.symbolic.pareto.expression_complexity`.
     """
@@ -312,21 +314,13 @@ def _drop_negligible(cols: np.ndarray, coef: np.ndarray, A: np.ndarray, t: np.nd
 
 
 def _error(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray) -> float:
+    """:func:`~kansym.symbolic.verify.nrmse` of ``expr`` on ``x, y``; ``inf`` if it cannot be evaluated."""
     try:
         with np.errstate(all="ignore"):
-            pred = np.asarray(lambdify_formula(expr, symbols)(x), dtype=np.float64) * np.ones(len(y))
+            pred = lambdify_formula(expr, symbols)(x)
     except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError):
         return math.inf
-    return _nrmse(pred, y)
-
-
-def _nrmse(pred: np.ndarray, y: np.ndarray) -> float:
-    with np.errstate(all="ignore"):
-        if not np.all(np.isfinite(pred)):
-            return math.inf
-        sd = float(np.std(y))
-        e = float(np.sqrt(np.mean((pred - y) ** 2)) / sd) if sd > 0 else math.inf
-    return e if math.isfinite(e) else math.inf
+    return nrmse(y, pred)
 
 
 def _signed(symbols: Sequence[sympy.Symbol], x: np.ndarray) -> dict[sympy.Symbol, sympy.Symbol]:
@@ -399,7 +393,7 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
                 pred = _INVERSE_NP[name](_rational(num, den, cols, coef, rows))
                 if name in ("sq", "invsq") and np.all(y < 0):
                     pred = -pred
-            err = _nrmse(pred, y[rows])
+            err = nrmse(y[rows], pred)
             if math.isfinite(err):
                 approx = 3 * (len(cols) - 1) + (0 if name == "id" else 2)
                 prelim.append((selection_score(err, approx, complexity_weight), name, inverse, cols, coef, err))

@@ -101,3 +101,54 @@ def test_nrmse_constant_target_is_zero_or_inf():
     assert nrmse(c, c + 1e-15) == math.inf
     with pytest.raises(DataError, match="equal size"):
         nrmse(Y, Y[:-1])
+
+
+# --- the callers use them ----------------------------------------------------------------
+
+def test_pareto_front_scores_are_r2_score_and_nrmse():
+    from kansym.symbolic.compose import lambdify_formula
+    from kansym.symbolic.pareto import pareto_front
+
+    a = sympy.Symbol("a")
+    x = RNG.uniform(0.5, 2.0, (80, 1))
+    y = 3 * x[:, 0] ** 2 + 0.01 * RNG.normal(size=80)
+    exprs = [sympy.Float(3.0) * a**2, sympy.Float(3.0) * a**2 + sympy.Float(0.01) * a, sympy.log(a - 1)]
+    front = pareto_front(exprs, exprs[0], [a], x, y)
+    for e in front:
+        pred = lambdify_formula(e.expr, [a])(x)
+        assert e.r2 == r2_score(y, pred) and e.error == nrmse(y, pred)
+    undefined = pareto_front([], exprs[2], [a], x, y)[0]  # log of a negative number on some rows
+    assert undefined.r2 == -math.inf and undefined.error == math.inf
+
+
+def test_occam_and_direct_errors_are_nrmse():
+    from kansym.symbolic.compose import lambdify_formula
+    from kansym.symbolic.direct import _error
+    from kansym.symbolic.occam import formula_error
+
+    a = sympy.Symbol("a", positive=True)
+    x = RNG.uniform(0.5, 2.0, (80, 1))
+    y = 2 * x[:, 0] ** 1.5 * (1 + 0.01 * RNG.normal(size=80))
+    expr = sympy.Float(2.0) * a ** sympy.Rational(3, 2)
+    pred = lambdify_formula(expr, [a])(x)
+    assert formula_error(expr, [a], x, y, log_space=False) == nrmse(y, pred)
+    assert formula_error(expr, [a], x, y, log_space=True) == nrmse(np.log(y), np.log(pred))
+    assert _error(expr, [a], x, y) == nrmse(y, pred)
+    assert formula_error(sympy.log(a - 1), [a], x, y, log_space=False) == math.inf
+
+
+def test_edge_fit_r2_is_r2_score_except_below_float_noise():
+    from kansym.symbolic.fit import select_edge_fit
+
+    x = RNG.uniform(-1, 1, 200)
+    y = np.sin(2 * x) + 0.01 * RNG.normal(size=200)
+    fit, _ = select_edge_fit(x, y)
+    assert fit.primitive == "sin"
+    assert 1 - fit.r2 == pytest.approx(1 - r2_score(y, fit.numpy(x)), rel=1e-9)
+    # a dead edge (output constant up to float64 noise): the SST floor makes every
+    # primitive explain it equally well, so the simplest, "0", wins with R² near 1;
+    # without the floor the noise would be the signal and R² about 0
+    flat = 0.3 + 1e-13 * RNG.normal(size=200)
+    fit, _ = select_edge_fit(x, flat)
+    assert fit.primitive == "0" and fit.r2 > 0.999
+    assert r2_score(flat, fit.numpy(x)) == pytest.approx(0.0, abs=1e-6)
