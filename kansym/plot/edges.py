@@ -14,6 +14,7 @@ import torch
 
 from kansym.graph.build import check_edge
 from kansym.symbolic.fit import EdgeFit
+from kansym.symbolic.verify import r2_score
 
 __all__ = ["EdgeCurves", "edge_curves", "plot_edge", "EdgePlot"]
 
@@ -116,14 +117,6 @@ class EdgePlot:
     r2: float | None
 
 
-def _r2(y: np.ndarray, f: np.ndarray) -> float:
-    ss = float(np.sum((y - y.mean()) ** 2))
-    res = float(np.sum((y - f) ** 2))
-    if not np.isfinite(res):
-        return float("-inf")
-    return 1.0 - res / ss if ss > 0 else (1.0 if res == 0 else float("-inf"))
-
-
 def plot_edge(
     bundle: Any,
     edge: Sequence[int],
@@ -175,7 +168,7 @@ def plot_edge(
         from kansym.symbolic.fit import select_edge_fit
 
         fit, _ = select_edge_fit(sx, sy)
-    r2 = _r2(sy, fit.numpy(sx)) if fit is not None else None
+    r2 = r2_score(sy, fit.numpy(sx), nonfinite="-inf") if fit is not None else None
 
     fig = new_figure(6.0, 4.6)
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1], "hspace": 0.08})

@@ -63,12 +63,6 @@ def _diagonal(ax: Any, obs: np.ndarray, pred: np.ndarray, title: str, log: bool,
     ax.set_title(title, fontsize=9)
 
 
-def _r2(y: np.ndarray, f: np.ndarray) -> float:
-    from kansym.symbolic.verify import r2_score
-
-    return float(r2_score(y, f))
-
-
 def plot_report(
     bundle: Any,
     formula: Any,
@@ -110,6 +104,7 @@ def plot_report(
     """
     from kansym.plot._mpl import new_figure
     from kansym.symbolic.compose import input_symbols, lambdify_formula
+    from kansym.symbolic.verify import r2_score
 
     if not 0 <= output < len(bundle.output_names):
         raise DataError(f"output {output} does not exist; the model has {len(bundle.output_names)} output(s)")
@@ -128,8 +123,8 @@ def plot_report(
     fig = new_figure(3.4 * ncols, 3.0 * nrows + 0.6)
     gs = fig.add_gridspec(nrows, ncols, hspace=0.55, wspace=0.45)
     target = bundle.output_names[output]
-    _diagonal(fig.add_subplot(gs[0, 0]), obs, f_pred, f"formula: R\u00b2 = {_r2(obs, f_pred):.6f}", log, "tab:red")
-    _diagonal(fig.add_subplot(gs[0, 1]), obs, m_pred, f"KAN: R\u00b2 = {_r2(obs, m_pred):.6f}", log, "tab:blue")
+    _diagonal(fig.add_subplot(gs[0, 0]), obs, f_pred, f"formula: R\u00b2 = {r2_score(obs, f_pred):.6f}", log, "tab:red")
+    _diagonal(fig.add_subplot(gs[0, 1]), obs, m_pred, f"KAN: R\u00b2 = {r2_score(obs, m_pred):.6f}", log, "tab:blue")
     n_front = _front_panel(fig.add_subplot(gs[0, 2]), front)
     with np.errstate(all="ignore"):
         res_f = f_pred / obs - 1.0 if log else f_pred - obs

@@ -16,6 +16,7 @@ from scipy.optimize import least_squares
 
 from kansym.errors import DataError
 from kansym.symbolic.library import Primitive
+from kansym.symbolic.verify import r2_from_sse
 
 DOMAIN_MARGIN = 1e-4  # relative to the argument's span
 FLAT_TOL = 1e-6  # std(f(u)) below this times max|f(u)| counts as flat
@@ -55,6 +56,8 @@ def prepare(x: Any, y: Any, max_grid_points: int) -> Data:
     order = np.argsort(x, kind="stable")
     idx = order[np.unique(np.linspace(0, x.size - 1, min(x.size, max_grid_points)).round().astype(int))]
     yscale = max(1.0, float(np.max(np.abs(y))))
+    # SST floor of every R² here: an output varying by less than float64 noise is not
+    # explained better by one primitive than by another (kansym.symbolic.verify.r2_from_sse)
     return Data(x, y, x[idx], y[idx], float(x.min()), float(x.max()),
                  sst_floor=x.size * (1e-10 * yscale) ** 2)
 
@@ -129,9 +132,9 @@ def _valid(prim: Primitive, a: Any, b: Any, data: Data) -> Any:
 
 
 def _r2(sse: float, data: Data) -> float:
+    """R² on all samples from the SSE of a fit (:func:`~kansym.symbolic.verify.r2_from_sse`, SST floored)."""
     yc = data.y - data.y.mean()
-    sst = max(float(yc @ yc), data.sst_floor)
-    return 1.0 - sse / sst
+    return r2_from_sse(sse, float(yc @ yc), data.sst_floor)
 
 
 def _canonical(prim: Primitive, a: float, b: float, c: float) -> tuple[float, float, float]:
@@ -241,7 +244,7 @@ def grid_stage(prim: Primitive, data: Data, o: Opts) -> GridResult | None:
     if not np.isfinite(sse).any():
         return None
     yc = data.ys - data.ys.mean()
-    r2 = 1.0 - float(sse.min()) / max(float(yc @ yc), data.sst_floor * data.ys.size / data.y.size)
+    r2 = r2_from_sse(float(sse.min()), float(yc @ yc), data.sst_floor * data.ys.size / data.y.size)
     return GridResult(A, B, P, sse, r2)
 
 

@@ -19,7 +19,7 @@ The search is a sparse regression over a dictionary of features, explicit and im
   The implicit form is linear in the unknowns ``c, w, v`` (SINDy-PI, Kaheman, Kutz &
   Brunton 2020, Proc. R. Soc. A 476, 20200279), so every subset is one least-squares
   solve, done in batches on the normal equations of unit-norm columns, the best ones
-  solved again by QR on the rows.
+  solved again by QR on the rows (the numeric engine: :mod:`kansym.symbolic._subsets`).
 
 The candidates best in the target's own units (normalised RMS error) are then refined
 like every kansym formula (:func:`kansym.symbolic.refine.refine`: constants refitted,
@@ -38,9 +38,11 @@ from typing import Callable, Sequence
 import numpy as np
 import sympy
 
+from kansym.symbolic import _subsets as sub
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.pareto import expression_complexity
 from kansym.symbolic.refine import refine, simplify_formula
+from kansym.symbolic.verify import nrmse
 
 __all__ = ["DirectCandidate", "direct_search", "choose", "selection_score", "ERROR_FLOOR"]
 
@@ -61,7 +63,8 @@ class DirectCandidate:
     ----------
     expr : sympy.Expr
     error : float
-        Normalised RMS error (RMSE over the std of ``y``) on the rows it was scored on.
+        Normalised RMS error (RMSE over the std of ``y``,
+        :func:`kansym.symbolic.verify.nrmse`) on the rows it was scored on.
     complexity : int
         :func:`kansym.symbolic.pareto.expression_complexity`.
     """
@@ -173,113 +176,10 @@ def _transforms(y: np.ndarray) -> list[tuple[str, np.ndarray, Callable[[sympy.Ex
     return [t for t in out if np.all(np.isfinite(t[1])) and np.ptp(t[1]) > 0]
 
 
-# --- subset solves -----------------------------------------------------------------------
-
-def _combinations(items: range, k: int) -> np.ndarray:
-    """All ``k``-subsets of ``items`` in lexicographic order: ``(C(n, k), k)``."""
-    n = math.comb(len(items), k)
-    flat = np.fromiter(itertools.chain.from_iterable(itertools.combinations(items, k)), dtype=np.int64, count=n * k)
-    return flat.reshape(n, k)
-
-
-def _subset_index(n_num: int, n_den: int, max_terms: int) -> dict[int, np.ndarray]:
-    """Column subsets of ``[1, phi_1..phi_n_num, psi_1..psi_n_den]`` by number of terms:
-    the constant, 1..max_terms further columns, at most 2 of them ``psi``."""
-    out: dict[int, list] = {}
-    for k_den in range(0, 3):
-        for k_num in range(0 if k_den else 1, max_terms - k_den + 1):
-            nums = _combinations(range(1, 1 + n_num), k_num)
-            dens = _combinations(range(1 + n_num, 1 + n_num + n_den), k_den)
-            if not len(nums) or not len(dens):
-                continue
-            both = np.concatenate([np.repeat(nums, len(dens), axis=0), np.tile(dens, (len(nums), 1))], axis=1)
-            both = np.concatenate([np.zeros((len(both), 1), np.int64), both], axis=1)
-            out.setdefault(k_num + k_den, []).append(both)
-    return {k: np.concatenate(v) for k, v in out.items()}
-
-
-SSE_BLOCK = 4096  # subsets per block of _batched_sse: its temporaries (32 kB each) stay in cache
-
-
-def _batched_sse(G: np.ndarray, b: np.ndarray, tt: float, cols: np.ndarray) -> np.ndarray:
-    """SSE of least squares on column subsets ``cols (n, k)`` from the Gram matrix ``G``,
-    ``b = A^T t`` and ``tt = t^T t``.
-
-    ``sse = tt - b_S^T G_S^{-1} b_S = tt - |z|^2`` with ``L z = b_S``, ``L`` the Cholesky
-    factor of ``G_S + 1e-13 I``: the factorisation and the forward substitution run
-    column by column over all subsets at once (``k`` is at most 4 here), without the
-    per-matrix LAPACK calls of a batched solve (5-8x faster on 75,000 subsets of 4
-    columns). The ridge keeps collinear subsets positive definite (their SSE is that of
-    the subset without the repeated column); one whose pivot still comes out <= 0 in
-    floating point gets ``inf`` (its fit is reached by a subset without that column).
-    The subsets go through in blocks of ``SSE_BLOCK``: the same arithmetic per subset,
-    but temporaries that stay in cache and below malloc's mmap threshold (over all
-    75,000 at once, every temporary was fresh pages: 20,000 page faults per search and
-    about 1.8x the time).
-    """
-    if len(cols) > SSE_BLOCK:
-        return np.concatenate([_batched_sse(G, b, tt, cols[i : i + SSE_BLOCK]) for i in range(0, len(cols), SSE_BLOCK)])
-    k = cols.shape[1]
-    n_cols = G.shape[0]
-    Gf = G.ravel()
-    c = [np.ascontiguousarray(cols[:, j]) for j in range(k)]
-    L = [[None] * k for _ in range(k)]
-    z = []
-    ok = np.ones(len(cols), dtype=bool)
-    with np.errstate(all="ignore"):
-        for j in range(k):
-            cj = c[j]
-            d = np.take(Gf, cj * (n_cols + 1)) + 1e-13
-            for m in range(j):
-                d = d - L[j][m] ** 2
-            ok &= d > 0
-            ljj = np.sqrt(np.where(d > 0, d, 1.0))
-            L[j][j] = ljj
-            for i in range(j + 1, k):
-                v = np.take(Gf, c[i] * n_cols + cj)
-                for m in range(j):
-                    v = v - L[i][m] * L[j][m]
-                L[i][j] = v / ljj
-            r = np.take(b, cj)
-            for m in range(j):
-                r = r - L[j][m] * z[m]
-            z.append(r / ljj)
-        sse = tt - sum(zj * zj for zj in z)
-    return np.where(ok & np.isfinite(sse), sse, np.inf)
-
-
 def _design(t: np.ndarray, num: list[_Feature], den: list[_Feature], rows) -> np.ndarray:
     """Columns ``[1, phi..., -t psi...]`` on ``rows``: ``(n_rows, 1 + n_num + n_den)``."""
     ts = t[rows]
     return np.column_stack([np.ones(len(ts))] + [f.values[rows] for f in num] + [-ts * f.values[rows] for f in den])
-
-
-def _ranked(t: np.ndarray, A: np.ndarray, rows: np.ndarray, index: dict[int, np.ndarray], keep: int) -> list[np.ndarray]:
-    """The ``keep`` column subsets of lowest SSE per number of terms for target ``t``."""
-    ts = t[rows]
-    norms = np.linalg.norm(A, axis=0)
-    A = A / np.where(norms > 0, norms, 1.0)
-    G, b, tt = A.T @ A, A.T @ ts, float(ts @ ts)
-    out = []
-    for cols in index.values():
-        sse = _batched_sse(G, b, tt, cols)
-        best = np.argpartition(sse, keep - 1)[:keep] if len(sse) > keep else np.arange(len(sse))
-        out.extend(cols[i] for i in best[np.argsort(sse[best], kind="stable")] if np.isfinite(sse[i]))
-    return out
-
-
-def _coefficients(t: np.ndarray, A: np.ndarray, cols: np.ndarray) -> np.ndarray | None:
-    """Least-squares coefficients of the columns ``cols`` of ``A`` for ``t`` (None if degenerate)."""
-    sub = A[:, cols]
-    norms = np.linalg.norm(sub, axis=0)
-    if not np.all(norms > 0):
-        return None
-    try:
-        coef, *_ = np.linalg.lstsq(sub / norms, t, rcond=None)
-    except np.linalg.LinAlgError:  # SVD did not converge: leave this subset out
-        return None
-    coef = coef / norms
-    return coef if np.all(np.isfinite(coef)) else None
 
 
 _INVERSE_NP = {"id": lambda r: r, "inv": lambda r: 1 / r, "sq": np.sqrt, "invsq": lambda r: 1 / np.sqrt(r),
@@ -301,32 +201,14 @@ def _expression(num: list[_Feature], den: list[_Feature], cols: np.ndarray, coef
     return inverse(P if Q == 1 else sympy.Mul(P, _pow(Q, -1), evaluate=False))
 
 
-def _drop_negligible(cols: np.ndarray, coef: np.ndarray, A: np.ndarray, t: np.ndarray,
-                     rel: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
-    """Drop the terms whose share of ``t`` (numerator) or of ``Q`` is below ``rel`` (the
-    same formula found with a spurious extra term), keeping the constant column."""
-    scale = np.sqrt(np.mean(A[:, cols] ** 2, axis=0)) * np.abs(coef)
-    scale = scale / max(float(np.sqrt(np.mean(t ** 2))), 1e-300)
-    keep = (cols == 0) | (scale >= rel)
-    return cols[keep], coef[keep]
-
-
 def _error(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray) -> float:
+    """:func:`~kansym.symbolic.verify.nrmse` of ``expr`` on ``x, y``; ``inf`` if it cannot be evaluated."""
     try:
         with np.errstate(all="ignore"):
-            pred = np.asarray(lambdify_formula(expr, symbols)(x), dtype=np.float64) * np.ones(len(y))
+            pred = lambdify_formula(expr, symbols)(x)
     except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError):
         return math.inf
-    return _nrmse(pred, y)
-
-
-def _nrmse(pred: np.ndarray, y: np.ndarray) -> float:
-    with np.errstate(all="ignore"):
-        if not np.all(np.isfinite(pred)):
-            return math.inf
-        sd = float(np.std(y))
-        e = float(np.sqrt(np.mean((pred - y) ** 2)) / sd) if sd > 0 else math.inf
-    return e if math.isfinite(e) else math.inf
+    return nrmse(y, pred)
 
 
 def _signed(symbols: Sequence[sympy.Symbol], x: np.ndarray) -> dict[sympy.Symbol, sympy.Symbol]:
@@ -381,17 +263,17 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     syms = [sympy.Symbol(s.name) for s in symbols]
     to_signed = {p: signed[s] for p, s in zip(syms, symbols)}
     num, den = _dictionary(x, syms)
-    index = _subset_index(len(num), len(den), max_terms)
+    index = sub.subset_index(len(num), len(den), max_terms)
     rows = np.unique(np.linspace(0, len(y) - 1, min(SEARCH_ROWS, len(y))).astype(int))
     prelim = []  # (numeric score, transform, cols, coef)
     tried: set = set()
     for name, t, inverse in _transforms(y):
         A = _design(t, num, den, rows)
-        for cols in _ranked(t, A, rows, index, keep):
-            coef = _coefficients(t[rows], A, cols)
+        for cols in sub.ranked(t, A, rows, index, keep):
+            coef = sub.coefficients(t[rows], A, cols)
             if coef is None:
                 continue
-            cols, coef = _drop_negligible(cols, coef, A, t[rows])
+            cols, coef = sub.drop_negligible(cols, coef, A, t[rows])
             if (name, tuple(cols)) in tried:
                 continue
             tried.add((name, tuple(cols)))
@@ -399,7 +281,7 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
                 pred = _INVERSE_NP[name](_rational(num, den, cols, coef, rows))
                 if name in ("sq", "invsq") and np.all(y < 0):
                     pred = -pred
-            err = _nrmse(pred, y[rows])
+            err = nrmse(y[rows], pred)
             if math.isfinite(err):
                 approx = 3 * (len(cols) - 1) + (0 if name == "id" else 2)
                 prelim.append((selection_score(err, approx, complexity_weight), name, inverse, cols, coef, err))

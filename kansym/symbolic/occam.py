@@ -27,6 +27,7 @@ import sympy
 from kansym.symbolic.compose import EdgeId, SymbolicKAN, lambdify_formula
 from kansym.symbolic.fit import EdgeFit
 from kansym.symbolic.refine import refit_constants
+from kansym.symbolic.verify import nrmse
 
 __all__ = ["Candidate", "simplify_edges", "formula_error", "information_criterion"]
 
@@ -62,15 +63,11 @@ class Candidate:
 
 
 def formula_error(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray, *, log_space: bool) -> float:
-    """Normalised RMS error of ``expr`` on ``x (N, d)``, ``y (N,)``; ``inf`` if not finite."""
+    """Normalised RMS error (:func:`kansym.symbolic.verify.nrmse`) of ``expr`` on ``x (N, d)``,
+    ``y (N,)``, of the logs in log space; ``inf`` if not finite."""
     with np.errstate(all="ignore"):
         pred = lambdify_formula(expr, symbols)(x)
-        if log_space:
-            r, scale = np.log(pred) - np.log(y), np.std(np.log(y))
-        else:
-            r, scale = pred - y, np.std(y)
-    err = float(np.sqrt(np.mean(r * r)) / max(scale, 1e-300))
-    return err if np.isfinite(err) else float("inf")
+        return nrmse(np.log(y), np.log(pred)) if log_space else nrmse(y, pred)
 
 
 def information_criterion(expr: sympy.Expr, error: float, n: int, *, floor: float = 1e-6) -> float:

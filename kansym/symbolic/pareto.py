@@ -20,6 +20,7 @@ import numpy as np
 import sympy
 
 from kansym.symbolic.compose import lambdify_formula
+from kansym.symbolic.verify import nrmse, r2_score
 
 __all__ = ["FrontEntry", "expression_complexity", "pareto_front"]
 
@@ -47,9 +48,12 @@ class FrontEntry:
     complexity : int
         :func:`expression_complexity`.
     r2 : float
-        R² on the scoring rows (``-inf`` if the formula is not finite there).
+        R² on the scoring rows (:func:`kansym.symbolic.verify.r2_score`; ``-inf`` if the
+        formula is not finite there).
     error : float
-        RMS residual over the std of the target, ``sqrt(1 - r2)``.
+        RMS residual over the std of the target (:func:`kansym.symbolic.verify.nrmse`;
+        ``sqrt(1 - r2)`` in exact arithmetic, but resolved below 1e-8; ``inf`` if the
+        formula is not finite there).
     chosen : bool
         The pipeline's answer.
     dominated : bool
@@ -68,16 +72,15 @@ class FrontEntry:
                 "error": self.error, "chosen": self.chosen, "dominated": self.dominated}
 
 
-def _r2(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray) -> float:
+def _scores(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """``(r2, error)`` of ``expr`` on the rows (:func:`~kansym.symbolic.verify.r2_score`,
+    :func:`~kansym.symbolic.verify.nrmse`); ``(-inf, inf)`` where it cannot be evaluated."""
     try:
         with np.errstate(all="ignore"):
             pred = lambdify_formula(expr, symbols)(x)
     except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError):
-        return -math.inf
-    if not np.all(np.isfinite(pred)):
-        return -math.inf
-    sst = float(np.sum((y - y.mean()) ** 2))
-    return 1.0 - float(np.sum((y - pred) ** 2)) / sst if sst > 0 else (1.0 if np.allclose(pred, y) else 0.0)
+        return -math.inf, math.inf
+    return r2_score(y, pred, nonfinite="-inf"), nrmse(y, pred)
 
 
 def pareto_front(candidates: Iterable[sympy.Expr], chosen: sympy.Expr, symbols: Sequence[sympy.Symbol],
@@ -103,15 +106,14 @@ def pareto_front(candidates: Iterable[sympy.Expr], chosen: sympy.Expr, symbols: 
         exprs.setdefault(str(e), e)
     scored = []
     for key, e in exprs.items():
-        r2 = _r2(e, symbols, x, y)
-        scored.append((expression_complexity(e), -r2, key, e, r2))
+        r2, err = _scores(e, symbols, x, y)
+        scored.append((expression_complexity(e), -r2, key, e, r2, err))
     scored.sort(key=lambda t: (t[0], t[1], t[2]))
     out, best = [], -math.inf
-    for comp, _, key, e, r2 in scored:
+    for comp, _, key, e, r2, err in scored:
         dominated = not r2 > best
         is_chosen = key == str(chosen)
         if not dominated or is_chosen:
-            err = math.sqrt(max(1.0 - r2, 0.0)) if math.isfinite(r2) else math.inf
             out.append(FrontEntry(e, comp, r2, err, is_chosen, dominated))
         if not dominated:
             best = r2

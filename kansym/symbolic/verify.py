@@ -17,14 +17,14 @@ import math
 import signal
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Literal, Sequence, TypeVar
 
 import numpy as np
 import sympy
 
-from kansym.errors import DataError
+from kansym.errors import ConfigError, DataError
 
-__all__ = ["round_floats", "is_exact_recovery", "r2_score", "Fidelity", "fidelity"]
+__all__ = ["round_floats", "is_exact_recovery", "r2_from_sse", "r2_score", "nrmse", "Fidelity", "fidelity"]
 
 logger = logging.getLogger("kansym")
 T = TypeVar("T")
@@ -168,35 +168,123 @@ def is_exact_recovery(true_expr: sympy.Expr | str, candidate_expr: sympy.Expr | 
     return bool(result)
 
 
-def r2_score(y_true: Any, y_pred: Any) -> float:
-    """Coefficient of determination ``1 - SSE / SST``.
+def r2_from_sse(sse: float, sst: float, sst_floor: float = 0.0) -> float:
+    """Coefficient of determination from sums of squares: ``1 - sse / max(sst, sst_floor)``.
+
+    The one definition of R² in kansym (the textbook one; its constant-target
+    convention is scikit-learn's ``sklearn.metrics.r2_score``): :func:`r2_score` and
+    the per-edge fits' inner loop (:mod:`kansym.symbolic._search`, which has the sums
+    already) both end here.
 
     Parameters
     ----------
-    y_true, y_pred : array_like, shape (N,)
+    sse : float
+        Sum of squared residuals ``sum (y - pred)**2``; ``inf`` gives ``-inf``.
+    sst : float
+        Total sum of squares ``sum (y - mean(y))**2``.
+    sst_floor : float
+        Smallest ``sst`` divided by. The per-edge fits pass ``N (1e-10 max(1, max|y|))**2``:
+        an edge whose output varies by less than float64 noise (a dead edge) is then
+        not "explained" by a primitive fitting that noise; every fit scores about the
+        same and the simplest wins. Default 0: no floor.
 
     Returns
     -------
     float
-        If ``y_true`` is constant: 1.0 for a perfect prediction, else 0.0
-        (scikit-learn's convention).
-
-    Raises
-    ------
-    DataError
-        If shapes differ, are empty, or values are not finite.
+        At most 1. If ``max(sst, sst_floor) == 0`` (a constant target, no floor):
+        1.0 when ``sse == 0``, else 0.0 (scikit-learn's ``r2_score`` convention: the
+        ratio is undefined, and a finite value keeps reports and sorting simple).
     """
+    denom = max(sst, sst_floor)
+    if denom == 0.0:
+        return 1.0 if sse == 0.0 else 0.0
+    return 1.0 - sse / denom
+
+
+def _pair(y_true: Any, y_pred: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Both arrays as flat float64 of one non-empty size, else DataError."""
     t = np.asarray(y_true, dtype=np.float64).ravel()
     p = np.asarray(y_pred, dtype=np.float64).ravel()
     if t.shape != p.shape or t.size == 0:
         raise DataError(f"y_true and y_pred must be non-empty and of equal size, got {t.size} and {p.size}.")
+    return t, p
+
+
+def r2_score(y_true: Any, y_pred: Any, *, nonfinite: Literal["raise", "-inf"] = "raise") -> float:
+    """Coefficient of determination ``1 - SSE / SST`` of predictions (:func:`r2_from_sse`).
+
+    Parameters
+    ----------
+    y_true, y_pred : array_like, shape (N,)
+        Any shapes of ``N`` elements (flattened).
+    nonfinite : {"raise", "-inf"}
+        What a NaN or inf in ``y_true`` or ``y_pred`` gives: a :class:`DataError`
+        (reports: the formula is undefined on some rows), or ``-inf``, the worst score
+        (ranking candidate formulas, where an undefined one just loses).
+
+    Returns
+    -------
+    float
+        At most 1. A constant ``y_true`` gives 1.0 for a prediction equal to it and
+        0.0 otherwise (scikit-learn's convention; exact equality, no tolerance).
+
+    Raises
+    ------
+    DataError
+        If sizes differ or are 0, or (``nonfinite="raise"``) a value is NaN or inf.
+    ConfigError
+        If ``nonfinite`` is neither ``"raise"`` nor ``"-inf"``.
+    """
+    if nonfinite not in ("raise", "-inf"):
+        raise ConfigError(f"nonfinite must be 'raise' or '-inf', got {nonfinite!r}.")
+    t, p = _pair(y_true, y_pred)
     if not (np.all(np.isfinite(t)) and np.all(np.isfinite(p))):
+        if nonfinite == "-inf":
+            return -math.inf
         raise DataError("r2_score got NaN or inf; the formula may be undefined on some rows.")
     sse = float(np.sum((t - p) ** 2))
     sst = float(np.sum((t - t.mean()) ** 2))
-    if sst == 0.0:
-        return 1.0 if sse == 0.0 else 0.0
-    return 1.0 - sse / sst
+    return r2_from_sse(sse, sst)
+
+
+def nrmse(y_true: Any, y_pred: Any) -> float:
+    """Normalised RMS error ``rms(y_pred - y_true) / std(y_true)``, the error formulas are ranked by.
+
+    In exact arithmetic ``nrmse = sqrt(SSE / SST) = sqrt(1 - R²)``; it is computed
+    from the residuals, not from :func:`r2_score`, because ``1 - R²`` cancels to 0
+    below about 1e-16, so ``sqrt(1 - R²)`` cannot tell errors below about 1e-8
+    apart, and exact-formula thresholds such as
+    :data:`kansym.symbolic.direct.ERROR_FLOOR` (1e-9) lie below that.
+
+    Parameters
+    ----------
+    y_true, y_pred : array_like, shape (N,)
+        Any shapes of ``N`` elements (flattened); ``std`` is the population one.
+
+    Returns
+    -------
+    float
+        ``>= 0``; ``inf`` if a value of either array is NaN or inf (a formula undefined
+        on some rows, or the log of a non-positive target) or the ratio overflows. A
+        constant ``y_true`` gives 0.0 for a prediction equal to it and ``inf``
+        otherwise (any error is infinitely many standard deviations; unlike
+        :func:`r2_score`, which reports 0.0 there, a ranking needs no finite value).
+
+    Raises
+    ------
+    DataError
+        If sizes differ or are 0.
+    """
+    t, p = _pair(y_true, y_pred)
+    with np.errstate(all="ignore"):
+        if not (np.all(np.isfinite(t)) and np.all(np.isfinite(p))):
+            return math.inf
+        sd = float(np.std(t))
+        rms = float(np.sqrt(np.mean((p - t) ** 2)))
+        if sd == 0.0:
+            return 0.0 if rms == 0.0 else math.inf
+        e = rms / sd
+    return e if math.isfinite(e) else math.inf
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Tests of kansym.io.tabular: CSV reading rules, scalers, embedded data."""
+"""Tests of kansym.io.tabular (CSV reading, embedded data) and kansym.io.table (table rules, scalers)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,9 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from kansym.errors import DataError
-from kansym.io.tabular import (
-    Scaler,
-    embedded_dataset,
-    fit_scalers,
-    list_embedded,
-    read_table,
-    read_table_from_frame,
-)
+from kansym.io.scaler import Scaler
+from kansym.io.table import fit_scalers, read_table_from_frame
+from kansym.io.tabular import embedded_dataset, list_embedded, read_table
 
 
 def write(tmp_path, text, name="d.csv", encoding="utf-8"):
@@ -314,3 +309,15 @@ def test_short_row_is_a_missing_value(tmp_path):
     p = write(tmp_path, "a,b,y\n1,2,3\n4,5\n7,8,1\n2,1,0\n")
     with pytest.raises(DataError, match="1 of 4 rows"):
         read_table(p, "y")
+
+
+def test_tabular_is_still_the_one_import_path():
+    import kansym.io.scaler
+    import kansym.io.table
+    import kansym.io.tabular
+
+    for name in ("Table", "read_table_from_frame", "fit_scalers"):
+        assert getattr(kansym.io.tabular, name) is getattr(kansym.io.table, name)
+    assert kansym.io.tabular.Scaler is kansym.io.scaler.Scaler
+    assert set(kansym.io.tabular.__all__) >= {"Scaler", "Table", "read_table", "read_table_from_frame",
+                                              "fit_scalers", "embedded_dataset", "list_embedded"}

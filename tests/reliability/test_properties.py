@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 
 from kansym.cli.main import cli
 from kansym.errors import KansymError
-from kansym.io.tabular import Table, read_table
+from kansym.io.table import Table
+from kansym.io.tabular import read_table
 
 SETTINGS = settings(max_examples=200, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

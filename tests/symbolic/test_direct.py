@@ -121,7 +121,7 @@ def test_discover_returns_the_exact_one_input_law(law, low, high):
 
 def test_batched_subset_sse_equals_least_squares():
     # the vectorised Cholesky of the subset solves against numpy's least squares, subset by subset
-    from kansym.symbolic.direct import _batched_sse
+    from kansym.symbolic._subsets import batched_sse
 
     rng = np.random.default_rng(5)
     A = rng.normal(size=(300, 9))
@@ -134,14 +134,14 @@ def test_batched_subset_sse_equals_least_squares():
     cols = np.array([[0, 1, 4, 5], [0, 2, 3], [0, 1, 4], [0, 3, 8], [0, 6]], dtype=object)
     for c in cols:
         c = np.array(c, dtype=np.int64)[None, :]
-        sse = _batched_sse(G, b, tt, c)[0]
+        sse = batched_sse(G, b, tt, c)[0]
         keep = [j for j in c[0] if j != 8]
         _, res, *_ = np.linalg.lstsq(A[:, keep], t, rcond=None)
         assert sse == pytest.approx(float(res[0]), rel=1e-8)
 
 
 def test_blocked_subset_solves_equal_the_unblocked_ones_bit_for_bit(monkeypatch):
-    import kansym.symbolic.direct as direct
+    import kansym.symbolic._subsets as sub
 
     rng = np.random.default_rng(0)
     A = rng.normal(size=(50, 12))
@@ -149,11 +149,11 @@ def test_blocked_subset_solves_equal_the_unblocked_ones_bit_for_bit(monkeypatch)
     t = A[:, :3] @ [1.0, -2.0, 0.5] + 0.01 * rng.normal(size=50)
     A = A / np.linalg.norm(A, axis=0)
     G, b, tt = A.T @ A, A.T @ t, float(t @ t)
-    cols = direct._subset_index(8, 3, 3)[3]  # 164 subsets: the constant column 0 and three more
-    monkeypatch.setattr(direct, "SSE_BLOCK", 37)  # five blocks, a ragged last one
-    blocked = direct._batched_sse(G, b, tt, cols)
-    monkeypatch.setattr(direct, "SSE_BLOCK", 10**9)
-    whole = direct._batched_sse(G, b, tt, cols)
+    cols = sub.subset_index(8, 3, 3)[3]  # 164 subsets: the constant column 0 and three more
+    monkeypatch.setattr(sub, "SSE_BLOCK", 37)  # five blocks, a ragged last one
+    blocked = sub.batched_sse(G, b, tt, cols)
+    monkeypatch.setattr(sub, "SSE_BLOCK", 10**9)
+    whole = sub.batched_sse(G, b, tt, cols)
     np.testing.assert_array_equal(blocked, whole)
     assert {1, 2} <= set(cols[np.argmin(whole)])  # t is made of columns 0, 1 and 2
 
@@ -162,9 +162,9 @@ def test_blocked_subset_solves_equal_the_unblocked_ones_bit_for_bit(monkeypatch)
 def test_combinations_are_itertools_in_order(n, k):
     import itertools
 
-    from kansym.symbolic.direct import _combinations
+    from kansym.symbolic._subsets import combinations
 
-    got = _combinations(range(1, n + 1), k)
+    got = combinations(range(1, n + 1), k)
     want = list(itertools.combinations(range(1, n + 1), k))
     assert got.shape == (len(want), k) and got.dtype == np.int64
     assert [tuple(int(v) for v in row) for row in got] == want
