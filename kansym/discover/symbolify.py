@@ -27,7 +27,7 @@ from kansym.symbolic.direct import DirectCandidate, direct_search, selection_sco
 from kansym.symbolic.occam import Candidate, simplify_edges
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import refine
-from kansym.symbolic.verify import Fidelity, fidelity, r2_score
+from kansym.symbolic.verify import Fidelity, fidelity, nrmse, r2_score
 
 __all__ = ["symbolify_stage", "symbolify_bundle", "choose_formula", "wants_direct_search", "occam_candidates",
            "EXACT_DIRECT_ERROR", "DIRECT_MARGIN"]
@@ -202,26 +202,29 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
     whatever the weight. The returned formula's ``origin`` and ``reason`` say which won
     and why.
     """
-    def score(expr: sympy.Expr, r2: float) -> float:
-        err = math.sqrt(max(1.0 - r2, 0.0)) if math.isfinite(r2) else math.inf
-        return selection_score(err, expression_complexity(expr), weight)
+    def scored(expr: sympy.Expr) -> tuple[float, float]:
+        """(selection score, R²) on the held-out rows."""
+        with np.errstate(all="ignore"):
+            pred = np.broadcast_to(lambdify_formula(expr, kan.symbols)(x_test), y_test.shape)
+        return selection_score(nrmse(y_test, pred), expression_complexity(expr), weight), \
+            r2_score(y_test, pred, nonfinite="-inf")
 
     def on_kan_symbols(expr: sympy.Expr) -> sympy.Expr:
         return expr.xreplace({s: t for s in expr.free_symbols for t in kan.symbols if s.name == t.name})
 
     best, best_r2 = kan.expr, kan.r2_test
-    kan_score, kan_complexity = score(kan.expr, kan.r2_test), expression_complexity(kan.expr)
+    kan_score, kan_complexity = scored(kan.expr)[0], expression_complexity(kan.expr)
     best_score = math.inf
     for c in direct:
         expr = on_kan_symbols(c.expr)
         if not _finite(expr, kan.symbols, x_test):
             continue
-        r2 = r2_score(y_test, lambdify_formula(expr, kan.symbols)(x_test))
+        s, r2 = scored(expr)
         if not kan.warning and r2 < kan.r2_model_test - R2_GAP:
             continue  # never trade a verified formula for one that fails verification (e.g. a heavy weight's constant)
         margin = 0.0 if kan.warning or expression_complexity(expr) < kan_complexity else DIRECT_MARGIN
-        if score(expr, r2) < min(best_score, kan_score - margin) - 1e-12:
-            best, best_r2, best_score = expr, r2, score(expr, r2)
+        if s < min(best_score, kan_score - margin) - 1e-12:
+            best, best_r2, best_score = expr, r2, s
     if best is kan.expr:
         return kan
     others = [e.expr for e in kan.front] + [kan.expr] + [on_kan_symbols(c.expr) for c in direct]
