@@ -19,8 +19,8 @@ from __future__ import annotations
 import logging
 
 from kansym.errors import CheckpointError, ConfigError, DataError, FitError, KansymError
+from kansym.version import __version__
 
-__version__ = "0.1.0"
 
 logging.getLogger("kansym").addHandler(logging.NullHandler())
 

@@ -7,7 +7,7 @@ import warnings
 
 import click
 
-from kansym import __version__
+from kansym.version import __version__
 from kansym.cli.fit import fit_command
 from kansym.cli.graph import graph_command
 from kansym.cli.plot import plot_command
