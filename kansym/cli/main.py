@@ -12,6 +12,7 @@ from kansym.cli.fit import fit_command
 from kansym.cli.graph import graph_command
 from kansym.cli.plot import plot_command
 from kansym.cli.gpt import gpt_group
+from kansym.cli.predict import predict_command
 from kansym.cli.prune import prune_command
 from kansym.cli.symbolify import symbolify_command
 from kansym.cli.train import train_command
@@ -61,6 +62,7 @@ cli.add_command(train_command)
 cli.add_command(prune_command)
 cli.add_command(symbolify_command)
 cli.add_command(graph_command)
+cli.add_command(predict_command)
 cli.add_command(gpt_group)
 cli.add_command(plot_command)
 

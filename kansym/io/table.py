@@ -21,7 +21,7 @@ import pandas as pd
 from kansym.errors import DataError
 from kansym.io.scaler import Scaler
 
-__all__ = ["Table", "read_table_from_frame", "fit_scalers"]
+__all__ = ["Table", "read_table_from_frame", "columns_from_frame", "fit_scalers"]
 
 logger = logging.getLogger("kansym")
 
@@ -202,6 +202,34 @@ def read_table_from_frame(
         target_names=tuple(targets),
         notices=tuple(notices),
     )
+
+
+def columns_from_frame(df: pd.DataFrame, names: Sequence[str], *, source: str = "the table",
+                       role: str = "input") -> np.ndarray:
+    """The named numeric columns of ``df`` as ``(N, len(names))`` float64, every cell finite.
+
+    The lighter check for rows a model only predicts on (``kansym predict``): one row is
+    enough, and constant columns are fine.
+
+    Raises
+    ------
+    DataError
+        A named column is missing (the message lists those present), not numeric, or
+        has a missing or non-finite cell (the first one is named).
+    """
+    columns = [str(c) for c in df.columns]
+    _check_duplicates(columns, source)
+    _check_present(list(names), columns, source, role)
+    if len(df) == 0:
+        raise DataError(f"{source} has no data rows")
+    x = np.column_stack([_numeric_column(df[c], c, source) for c in names]).astype(np.float64)  # (N, d)
+    bad = ~np.isfinite(x).all(axis=1)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        col = names[int(np.flatnonzero(~np.isfinite(x[row]))[0])]
+        raise DataError(f"{int(bad.sum())} of {len(bad)} rows of {source} have missing or non-finite values "
+                        f"(first: column '{col}' in data row {row + 1}); fix or drop those rows")
+    return np.ascontiguousarray(x)
 
 
 def _check_present(wanted: Sequence[str], columns: Sequence[str], source: str, role: str) -> None:

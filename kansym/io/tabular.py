@@ -30,13 +30,15 @@ import pandas as pd
 
 from kansym.errors import DataError
 from kansym.io.scaler import Scaler
-from kansym.io.table import Table, _check_duplicates, fit_scalers, read_table_from_frame
+from kansym.io.table import Table, _check_duplicates, columns_from_frame, fit_scalers, read_table_from_frame
 
 __all__ = [
     "Scaler",
     "Table",
     "read_table",
     "read_table_from_frame",
+    "read_frame",
+    "columns_from_frame",
     "fit_scalers",
     "embedded_dataset",
     "list_embedded",
@@ -86,6 +88,19 @@ def read_table(
         names, a row with more fields than the header, or fewer than 2 data rows,
         or for any reason listed in :func:`read_table_from_frame`.
     """
+    return read_table_from_frame(read_frame(path), target, inputs, dropna=dropna, drop_constant=drop_constant,
+                                 source=str(path))
+
+
+def read_frame(path: str | Path) -> pd.DataFrame:
+    """Read a CSV (comma, semicolon or tab separated, UTF-8) into a DataFrame, column names stripped.
+
+    Raises
+    ------
+    DataError
+        If the file is missing, empty, not UTF-8, has duplicate or empty column names,
+        a row with more fields than the header, or no data rows.
+    """
     path = Path(path)
     if not path.exists():
         raise DataError(f"data file '{path}' does not exist; check the path.")
@@ -133,9 +148,7 @@ def read_table(
     df.columns = [str(c).strip() for c in df.columns]
     if len(df) == 0:
         raise DataError(f"data file '{path}' has a header but no data rows; add at least 2 rows.")
-    return read_table_from_frame(
-        df, target, inputs, dropna=dropna, drop_constant=drop_constant, source=str(path)
-    )
+    return df
 
 
 def _sniff_delimiter(text: str) -> str:

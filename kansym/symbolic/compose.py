@@ -231,7 +231,12 @@ def symbolify(
                                 layer, i, j, fit.primitive, fit.r2, min_r2)
                     fit = numeric_edge((layer, i, j), xv, yv, r2=fit.r2, best=fit.primitive)
                 edges[(layer, i, j)] = fit
-                flag = "" if fit.r2 >= r2_threshold or fit.primitive == "0" else f" (below {r2_threshold}: best trade-off)"
+                if fit.primitive == "0":  # its R² (0 for a constant fit) says nothing: it is flat
+                    source = f" (input {input_names[i]})" if layer == 0 else ""
+                    log.info("edge %d:%d->%d%s: constant, flat on the data (spread %.2g of its node's)", layer, i, j,
+                             source, yv.std() / max(float(node_std[j]), 1e-300))
+                    continue
+                flag = "" if fit.r2 >= r2_threshold else f" (below {r2_threshold}: best trade-off)"
                 log.info("edge %d:%d->%d: %s, R² = %.6f%s", layer, i, j, fit.primitive, fit.r2, flag)
     sym = SymbolicKAN(
         width=tuple(model.width),
