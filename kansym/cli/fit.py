@@ -84,10 +84,10 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
         raise save_interrupted(stop, ckpt, force=force, protect=protect, command=command) from None
     written = write_fit_outputs(out, result, extra, force=force, protect=protect)
     remove_finished_checkpoint(resume, out / "interrupted.pt", quiet)
-    from kansym.cli.report import print_formulas, print_model_summary
+    from kansym.cli.report import print_formulas, print_reduction
 
     if not quiet:
-        print_model_summary(result, theta)
+        print_reduction(result)
     print_formulas(result.formulas)
     if not quiet:
         click.echo(f"wrote {', '.join(written)} in {out}", err=True)

@@ -6,21 +6,17 @@ import click
 
 from kansym.symbolic.export import to_latex
 
-__all__ = ["print_formulas", "pareto_table", "print_model_summary"]
+__all__ = ["print_formulas", "pareto_table", "print_reduction"]
 
 
-def print_model_summary(result, theta: float) -> None:
-    """What was trained and pruned (stderr): the widths, and the dimensional reduction if any."""
+def print_reduction(result) -> None:
+    """The dimensional reduction of a ``--units`` run, if any (stderr; the stages logged the rest)."""
     reduction = getattr(result, "reduction", None)
     if reduction is not None:
         red = reduction.to_dict()
         target = result.formulas[0].target
         groups = ", ".join(f"{k} = {v}" for k, v in red["groups"].items()) or "none"
         click.echo(f"units: {target} = {red['monomial']} * f(groups); groups: {groups}", err=True)
-    if result.trained is not None:
-        where = " (on the groups)" if reduction is not None else ""
-        click.echo(f"model{where}: {list(result.trained.model.width)} -> pruned "
-                   f"{list(result.prune_result.model.width)} (theta={theta})", err=True)
 
 
 def print_formulas(formulas, *, front: bool = True) -> None:

@@ -292,6 +292,7 @@ def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names,
 
     t0 = time.perf_counter()
     pruned, result = prune_stage(trained, theta=config.theta)
+    log.info("pruned %s -> %s (theta=%g)", list(trained.model.width), list(result.model.width), config.theta)
     pruned = finetune_stage(
         pruned, rows.x_train, rows.y_train, train=config.finetune.replace(seed=config.seed, device=config.device),
         grid_size=_finetune_grid(config, rows.x_train.shape[0]), dtype=config.dtype, progress=progress,

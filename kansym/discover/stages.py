@@ -138,7 +138,6 @@ def prune_stage(bundle: ModelBundle, *, theta: float = 1e-2) -> tuple[ModelBundl
     report = result.report.to_dict()
     report["r2_before"] = float(r2_score(bundle.y_cal.ravel(), bundle.predict(bundle.x_cal).ravel()))
     report["r2_after"] = float(r2_score(bundle.y_cal.ravel(), pruned.predict(bundle.x_cal).ravel()))
-    log.info("pruned %s -> %s (theta=%g)", list(bundle.model.width), list(result.model.width), theta)
     return bundle.replace_model(result.model, prune_report=report), result
 
 

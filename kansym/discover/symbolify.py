@@ -231,8 +231,8 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
     front = pareto_front(others, best, kan.symbols, x_test, y_test)
     why = ("the KAN's formula is not verified" if kan.warning else
            f"selection score {best_score:.3f} < {kan_score:.3f} (log10 error + {weight:g} x complexity)")
-    reason = (f"direct search: {best} (R² {best_r2:.6g}, complexity {expression_complexity(best)}) over the KAN's "
-              f"{kan.expr} (R² {kan.r2_test:.6g}, complexity {kan_complexity}): {why}")
+    reason = (f"direct search: {best} (R² {best_r2:.6g}, complexity {expression_complexity(best)}) chosen over the "
+              f"KAN's formula (R² {kan.r2_test:.6g}, complexity {kan_complexity}): {why}")
     return Formula(expr=best, raw=kan.raw, symbols=kan.symbols,
                    fidelity=fidelity(lambdify_formula(best, kan.symbols), x, y, y_model), target=kan.target,
                    candidates=kan.candidates, r2_test=next(e.r2 for e in front if e.chosen),
