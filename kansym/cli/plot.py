@@ -70,7 +70,7 @@ def draw(bundle, kind: str, *, edge=None, fits_path=None, show_pruned=False, bet
     if kind == "report":
         formula, tried = _report_formula(bundle, record, front, x, y)
         r = P.plot_report(bundle, formula, front=tried, x=x, y=y)
-        return r.figure, f"formula {r.formula}; {r.n_front} formulas on the complexity/error panel"
+        return r.figure, f"formula {r.formula}; {r.n_front} formula{'' if r.n_front == 1 else 's'} on the complexity/error panel"
     r = P.plot_curves(bundle.meta)
     return r.figure, f"{r.n_steps} training steps, {r.n_finetune_steps} fine-tuning steps"
 
