@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from kansym.errors import DataError
+from kansym.symbolic.verify import r2_score
 
 __all__ = ["choose_space", "additive_r2", "interaction_r2"]
 
@@ -36,8 +37,7 @@ def _legendre_features(x: np.ndarray, degree: int, pairs: int) -> np.ndarray:
 
 def _lstsq_r2(A: np.ndarray, y: np.ndarray) -> float:
     coef, *_ = np.linalg.lstsq(A, y, rcond=None)
-    sst = float(np.sum((y - y.mean()) ** 2))
-    return 1.0 - float(np.sum((A @ coef - y) ** 2)) / sst if sst > 0 else 1.0
+    return r2_score(y, A @ coef, nonfinite="-inf")
 
 
 def _rows(x: np.ndarray, y: np.ndarray, max_rows: int) -> tuple[np.ndarray, np.ndarray]:
