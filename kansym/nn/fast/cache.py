@@ -12,7 +12,7 @@ import torch
 from kansym.nn.fast.kernels import features
 from kansym.nn.fast.plan import SplinePlan
 
-__all__ = ["FeatureCache"]
+__all__ = ["FeatureCache", "features_of"]
 
 
 class FeatureCache:
@@ -67,3 +67,11 @@ class FeatureCache:
     def clear(self) -> None:
         """Drop every entry."""
         self._entries = []
+
+
+def features_of(x: torch.Tensor, xc: torch.Tensor, plan: SplinePlan, cache: FeatureCache | None, with_base: bool,
+                with_deriv: bool, aux: bool = False):
+    """:func:`kansym.nn.fast.kernels.features` of ``xc`` (``x`` in the compute dtype), through ``cache`` when given."""
+    if cache is None:
+        return features(xc, plan, with_base=with_base, with_deriv=with_deriv, aux=aux)
+    return cache.features(x, xc, plan, with_base=with_base, with_deriv=with_deriv, aux=aux)
