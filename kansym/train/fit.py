@@ -97,21 +97,22 @@ def _split(n: int, val_fraction: float, seed: int) -> tuple[torch.Tensor, torch.
     return perm[n_val:], perm[:n_val]
 
 
-def _objective(model: KAN, x: torch.Tensor, y: torch.Tensor, config: TrainConfig, *,
+def _objective(model: KAN, x: torch.Tensor, y: torch.Tensor, config: TrainConfig, cache: FeatureCache, *,
                combined: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(MSE, reg) on a batch; reg is a NaN scalar when lamb == 0 (fast path).
 
     ``combined``: ``(MSE + lamb * reg, NaN)``, the loss a step differentiates, from
     :func:`~kansym.train.regularization.training_loss` (one autograd node after the
     layers where it can be); every evaluation of the objective goes through here.
+    ``cache`` holds the first layer's features of the run's fixed rows.
     """
     if combined:
-        loss = training_loss(model, x, y, lamb=config.lamb, mu1=config.mu1, mu2=config.mu2)
+        loss = training_loss(model, x, y, lamb=config.lamb, mu1=config.mu1, mu2=config.mu2, feature_cache=cache)
         return loss, torch.full((), math.nan, dtype=loss.dtype, device=loss.device)
     if config.lamb > 0:  # output and penalty in one pass per layer (no KANTrace)
-        out, reg = sampled_regularization(model, x, mu1=config.mu1, mu2=config.mu2)
+        out, reg = sampled_regularization(model, x, mu1=config.mu1, mu2=config.mu2, feature_cache=cache)
         return torch.mean((out - y) ** 2), reg
-    mse = torch.mean((model(x) - y) ** 2)
+    mse = torch.mean((model(x, feature_cache=cache) - y) ** 2)
     return mse, torch.full((), math.nan, dtype=mse.dtype, device=mse.device)
 
 
@@ -313,7 +314,7 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
 
     stopped_early = False
     params = list(model.parameters())
-    model.layers[0].feature_cache = FeatureCache()  # the first layer's input is the fixed x_tr: its basis once per grid
+    cache = FeatureCache()  # the first layer's input is the fixed x_tr (and x_va): its basis once per grid
     show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = tqdm(range(start, config.steps), disable=not show, desc="fit", leave=False)
     try:
@@ -341,21 +342,21 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
                 else:
                     for p in params:  # optimizer.zero_grad() without its profiler record (~0.1 ms a call)
                         p.grad = None
-                loss, _ = _objective(model, xb, yb, config, combined=True)
+                loss, _ = _objective(model, xb, yb, config, cache, combined=True)
                 loss.backward()
                 return loss
 
             optimizer.step(closure)
             with torch.no_grad():
-                mse, reg = _objective(model, x_tr, y_tr, config)
-                val = torch.mean((model(x_va) - y_va) ** 2) if has_val else torch.tensor(math.nan, device=device)
+                mse, reg = _objective(model, x_tr, y_tr, config, cache)
+                val = (torch.mean((model(x_va, feature_cache=cache) - y_va) ** 2) if has_val
+                       else torch.tensor(math.nan, device=device))
                 val_obj = val + config.lamb * reg if config.lamb > 0 and has_val else val
             train_loss, reg_value, val_loss = float(mse), float(reg), float(val)
             total = train_loss + (config.lamb * reg_value if config.lamb > 0 else 0.0)
             if not math.isfinite(total) or (has_val and not math.isfinite(val_loss)):
                 state = roll_back()
                 bad = total if not math.isfinite(total) else val_loss
-                model.layers[0].feature_cache = None
                 raise FitError(
                     f"the loss became {bad} at step {step}; the model was rolled back to its state after "
                     f"{state.step} completed step(s): lower lamb or lr, or check the data scale",
@@ -379,7 +380,6 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
                     break
     except KeyboardInterrupt:
         bar.close()
-        model.layers[0].feature_cache = None
         state = roll_back()
         raise FitInterrupted(
             f"interrupted during step {state.step} of {config.steps}; rolled back to the end of the "
@@ -391,7 +391,6 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
         if flat is not None:
             flat.release()
     bar.close()
-    model.layers[0].feature_cache = None
     if config.patience is not None:
         model.load_state_dict(best[2])
         return FitResult(model, history, best_step=best[1], stopped_early=stopped_early)

@@ -234,3 +234,34 @@ def test_an_lbfgs_state_saved_over_separate_tensors_loads_into_the_flat_optimize
     assert torch.equal(new.state[flat.flat]["d"], old.state[a]["d"])  # the same flat direction
     assert new.state[flat.flat]["n_iter"] == old.state[a]["n_iter"] > 0
     flat.release()
+
+
+def test_fit_passes_the_feature_cache_explicitly_and_it_changes_no_number(monkeypatch):
+    """fit hands one FeatureCache to every forward of the run; a cache that never reuses gives the same model bit for bit."""
+    import importlib
+
+    from kansym.nn.fast.cache import FeatureCache, features_of
+
+    fit_module = importlib.import_module("kansym.train.fit")
+    caches = []
+
+    class Counting(FeatureCache):
+        def __init__(self):
+            super().__init__()
+            caches.append(self)
+
+    class NoReuse(FeatureCache):  # computes the features afresh on every call
+        def features(self, x, xc, plan, *, with_base, with_deriv, aux=False):
+            return features_of(x, xc, plan, None, with_base, with_deriv, aux)
+
+    x, y = _sine(n=120)
+    model = KAN(KANConfig(width=(1, 3, 1), seed=2)).double()
+    cfg = TrainConfig(steps=6, lamb=0.01, grid_update_every=3, stop_grid_update_step=5, num_threads=1)
+    monkeypatch.setattr(fit_module, "FeatureCache", Counting)
+    cached = fit(model, x.double(), y.double(), cfg, progress=False).model
+    monkeypatch.setattr(fit_module, "FeatureCache", NoReuse)
+    fresh = fit(model, x.double(), y.double(), cfg, progress=False).model
+    assert len(caches) == 1 and caches[0].hits > 10  # one cache, reused in the closures and evaluations
+    for (name, a), b in zip(cached.state_dict().items(), fresh.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert all(not hasattr(layer, "feature_cache") for layer in cached.layers)
