@@ -24,7 +24,7 @@ from kansym.errors import ConfigError, FitError
 from kansym.nn.fast import FeatureCache
 from kansym.nn.kan import KAN
 from kansym.train.config import OPTIMIZERS, TrainConfig
-from kansym.train.lbfgs import FlatLBFGS
+from kansym.train.optim import FlatParams, as_flat_lbfgs_state, make_optimizer
 from kansym.train.regularization import sampled_regularization, training_loss
 from kansym.train.state import FitInterrupted, FitState, check_resume, snapshot_optimizer
 
@@ -114,54 +114,6 @@ def _objective(model: KAN, x: torch.Tensor, y: torch.Tensor, config: TrainConfig
         return torch.mean((out - y) ** 2), reg
     mse = torch.mean((model(x, feature_cache=cache) - y) ** 2)
     return mse, torch.full((), math.nan, dtype=mse.dtype, device=mse.device)
-
-
-class _FlatParams:
-    """A model's parameters as views of one flat tensor, their gradients as views of another.
-
-    torch's LBFGS works on one flat vector anyway (it concatenates the gradients, and
-    splits every update, line-search trial and restore over the parameter tensors, a
-    few tensor ops per parameter each time); handing it the single flat parameter makes
-    each of those one op, with the same arithmetic (the same numbers in the same order).
-    The gradients accumulate in place into their views (``AccumulateGrad`` adds into an
-    existing ``.grad`` outside ``create_graph``). :meth:`release` gives every parameter
-    its own memory again; a reassignment of ``p.data`` (``update_grid``) also ends the
-    sharing, so a new one is made with every new optimizer.
-    """
-
-    def __init__(self, params: list[torch.nn.Parameter]) -> None:
-        self.params = params
-        with torch.no_grad():
-            self.flat = torch.nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]))
-        self.flat.grad = torch.zeros_like(self.flat)
-        start = 0
-        for p in params:
-            stop = start + p.numel()
-            p.data = self.flat.data[start:stop].view_as(p)
-            p.grad = self.flat.grad[start:stop].view_as(p)
-            start = stop
-
-    def zero_grad(self) -> None:
-        self.flat.grad.zero_()
-
-    def release(self) -> None:
-        for p in self.params:
-            p.data = p.data.clone()
-            p.grad = None
-
-
-def _as_flat_lbfgs_state(state: dict) -> dict:
-    """An LBFGS ``state_dict`` for the one flat parameter of :class:`_FlatParams`.
-
-    LBFGS keeps its whole state (directions, history, step) under its first parameter, as
-    flat vectors over all parameters in order, so a state saved over separate parameter
-    tensors (resume checkpoints written before the flat parameters) becomes the flat one by renumbering its
-    parameter list.
-    """
-    groups = state.get("param_groups", [])
-    if len(groups) == 1 and len(groups[0].get("params", [])) > 1:
-        state = {**state, "param_groups": [{**groups[0], "params": [groups[0]["params"][0]]}]}
-    return state
 
 
 def _snapshot(model: KAN) -> dict[str, torch.Tensor]:
@@ -262,28 +214,12 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
     has_val = len(val_idx) > 0
     gen = torch.Generator().manual_seed(config.seed + 1)
 
-    flat: _FlatParams | None = None
+    flat: FlatParams | None = None  # LBFGS's flat parameters, remade with every optimizer
 
-    def make_optimizer() -> torch.optim.Optimizer:
+    def new_optimizer() -> torch.optim.Optimizer:
         nonlocal flat
-        if config.optimizer == "lbfgs":
-            if flat is not None:
-                flat.release()
-            flat = _FlatParams(list(model.parameters()))
-            if flat.flat.dtype == torch.float64 and flat.flat.device.type == "cpu":
-                # the same method in numpy: torch's per-op overhead was a quarter of the fit (lbfgs.py)
-                return FlatLBFGS(flat.flat, lr=config.lr, max_iter=config.lbfgs_max_iter, history_size=10,
-                                 tolerance_grad=1e-32, tolerance_change=1e-32)
-            return torch.optim.LBFGS(
-                [flat.flat],
-                lr=config.lr,
-                max_iter=config.lbfgs_max_iter,
-                history_size=10,
-                line_search_fn="strong_wolfe",
-                tolerance_grad=1e-32,
-                tolerance_change=1e-32,
-            )
-        return torch.optim.Adam(model.parameters(), lr=config.lr)
+        optimizer, flat = make_optimizer(model, config, flat)
+        return optimizer
 
     history = History()
     best = (math.inf, -1, _snapshot(model))  # (val objective, step, state)
@@ -318,10 +254,10 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
     show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = tqdm(range(start, config.steps), disable=not show, desc="fit", leave=False)
     try:
-        optimizer = make_optimizer()  # inside the try: the first one imports parts of torch (seconds)
+        optimizer = new_optimizer()  # inside the try: the first one imports parts of torch (seconds)
         if resume is not None and resume.optimizer:
             try:
-                optimizer.load_state_dict(_as_flat_lbfgs_state(resume.optimizer) if flat is not None else resume.optimizer)
+                optimizer.load_state_dict(as_flat_lbfgs_state(resume.optimizer) if flat is not None else resume.optimizer)
             except (ValueError, KeyError, RuntimeError) as exc:
                 raise ConfigError(f"the saved optimizer state does not fit this model ({exc}); start a new run") from exc
         for step in bar:
@@ -329,7 +265,7 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
             if every and step % every == 0 and step < config.stop_grid_update_step:
                 model.update_grid(x_tr)
                 if config.optimizer == "lbfgs":
-                    optimizer = make_optimizer()  # the curvature history refers to the old grid
+                    optimizer = new_optimizer()  # the curvature history refers to the old grid
             if config.batch_size is None:
                 xb, yb = x_tr, y_tr
             else:

@@ -198,14 +198,15 @@ def test_lbfgs_on_the_flat_parameter_vector_equals_lbfgs_on_the_tensors():
         def release(self):
             pass
 
+    optim_module = importlib.import_module("kansym.train.optim")  # where fit makes its optimizer
     real_lbfgs = torch.optim.LBFGS
-    original = fit_module._FlatParams
+    original = optim_module.FlatParams
     try:
-        fit_module._FlatParams = Tensors
+        optim_module.FlatParams = Tensors
         torch.optim.LBFGS = lambda params, **kw: real_lbfgs(params[0].params, **kw)
         tensors = fit_module.fit(model, x, y, config, progress=False).model
     finally:
-        fit_module._FlatParams, torch.optim.LBFGS = original, real_lbfgs
+        optim_module.FlatParams, torch.optim.LBFGS = original, real_lbfgs
     for (name, a), b in zip(flat.state_dict().items(), tensors.state_dict().values()):
         assert torch.equal(a, b), name
     storages = {p.untyped_storage().data_ptr() for p in flat.parameters()}
@@ -215,7 +216,7 @@ def test_lbfgs_on_the_flat_parameter_vector_equals_lbfgs_on_the_tensors():
 def test_an_lbfgs_state_saved_over_separate_tensors_loads_into_the_flat_optimizer():
     import importlib
 
-    fit_module = importlib.import_module("kansym.train.fit")
+    optim_module = importlib.import_module("kansym.train.optim")
     a = torch.nn.Parameter(torch.tensor([1.0, -2.0], dtype=torch.float64))
     b = torch.nn.Parameter(torch.tensor([[0.5]], dtype=torch.float64))
 
@@ -228,9 +229,9 @@ def test_an_lbfgs_state_saved_over_separate_tensors_loads_into_the_flat_optimize
     old = torch.optim.LBFGS([a, b], max_iter=3)
     old.step(closure)
     saved = old.state_dict()
-    flat = fit_module._FlatParams([a, b])
+    flat = optim_module.FlatParams([a, b])
     new = torch.optim.LBFGS([flat.flat], max_iter=3)
-    new.load_state_dict(fit_module._as_flat_lbfgs_state(saved))
+    new.load_state_dict(optim_module.as_flat_lbfgs_state(saved))
     assert torch.equal(new.state[flat.flat]["d"], old.state[a]["d"])  # the same flat direction
     assert new.state[flat.flat]["n_iter"] == old.state[a]["n_iter"] > 0
     flat.release()
