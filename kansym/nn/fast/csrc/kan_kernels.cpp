@@ -35,6 +35,11 @@ constexpr int64_t KMAX = 7;    /* highest spline order of the piecewise kernels 
 constexpr int64_t NARROW = 8;  /* layers narrower than this take the across-rows kernels */
 constexpr int64_t SBP = 64;    /* rows per block of the piecewise kernels */
 
+/* An exported kernel's body: compiled as a function of its own (the C ABI wrapper below only
+   jumps to it), so that its __restrict__ parameters keep their meaning; inlined into the
+   wrapper, g++ lost them for some loops (the weight assembly ran 40 % slower). */
+#define KS_ENTRY __attribute__((noinline))
+
 /* exp(x) = 2^n exp(r), n = rint(x / ln 2), r = x - n ln 2 (Cody and Waite 1980: ln 2 in two
    parts, so r is exact to the working precision), exp(r) by its Taylor polynomial on
    |r| <= ln(2) / 2 (degree 7 in float: truncation 7e-9 relative; degree 13 in double:
@@ -231,7 +236,7 @@ void cubic_bwd_narrow(const T *g, const T *x, const T *sig, const T *t0, const T
 /* out (n, K + wb, in): rows wb + i get -6 B_i(x); with wb, row 0 gets silu(x) = x sig(x),
    and sig (n, in) gets sigmoid(x) (written first). */
 template <typename T>
-void cubic_fwd(const T *x, T *sig, const T *t0, const T *inv_h, int64_t n, int64_t in, int64_t K, int64_t wb,
+KS_ENTRY void cubic_fwd(const T *x, T *sig, const T *t0, const T *inv_h, int64_t n, int64_t in, int64_t K, int64_t wb,
                T *out) {
     if (wb) sigmoid(x, n * in, sig);
     if (in < NARROW) {
@@ -253,7 +258,7 @@ void cubic_fwd(const T *x, T *sig, const T *t0, const T *inv_h, int64_t n, int64
 /* gx (n, in) = sum_i g[:, wb + i] d(-6 B_i)/dx, dB/dx recomputed from x; with wb, plus
    g[:, 0] silu'(x) = g[:, 0] sig (1 + x (1 - sig)), sig (n, in) given. */
 template <typename T>
-void cubic_bwd(const T *g, const T *x, const T *sig, const T *t0, const T *inv_h, int64_t n, int64_t in, int64_t K,
+KS_ENTRY void cubic_bwd(const T *g, const T *x, const T *sig, const T *t0, const T *inv_h, int64_t n, int64_t in, int64_t K,
                int64_t wb, T *gx) {
     if (in < NARROW) {
         cubic_bwd_narrow(g, x, sig, t0, inv_h, n, in, K, wb, gx);
@@ -377,7 +382,7 @@ pw_bwd_cols(int64_t P, const T *g, const T *x, const T *sig, const T *knots, con
 }
 
 template <typename T>
-void pw_fwd(const T *x, T *sig, const T *knots, const T *origins, const T *table, int64_t n, int64_t in, int64_t M,
+KS_ENTRY void pw_fwd(const T *x, T *sig, const T *knots, const T *origins, const T *table, int64_t n, int64_t in, int64_t M,
             int64_t k, int64_t K, int64_t wb, T *out) {
     if (wb) sigmoid(x, n * in, sig);
     if (k == 3) /* cubic: the four polynomials as one vector per sample */
@@ -387,7 +392,7 @@ void pw_fwd(const T *x, T *sig, const T *knots, const T *origins, const T *table
 }
 
 template <typename T>
-void pw_bwd(const T *g, const T *x, const T *sig, const T *knots, const T *origins, const T *table, int64_t n,
+KS_ENTRY void pw_bwd(const T *g, const T *x, const T *sig, const T *knots, const T *origins, const T *table, int64_t n,
             int64_t in, int64_t M, int64_t k, int64_t K, int64_t wb, T *gx) {
     if (k == 3)
         pw_bwd_cols(4, g, x, sig, knots, origins, table, n, in, M, K, wb, gx);
@@ -401,7 +406,7 @@ void pw_bwd(const T *g, const T *x, const T *sig, const T *knots, const T *origi
    every loop below runs over samples, contiguous and vectorised, whatever out is (a [2, 5, 1]
    KAN has out = 5 and 1). work: (R + out) * n scratch. */
 template <typename T>
-void l1_fwd(const T *__restrict__ F, const T *__restrict__ W, int64_t n, int64_t R, int64_t in, int64_t out,
+KS_ENTRY void l1_fwd(const T *__restrict__ F, const T *__restrict__ W, int64_t n, int64_t R, int64_t in, int64_t out,
             T *__restrict__ E, T *__restrict__ y, T *__restrict__ l1, T *__restrict__ work) {
     T *__restrict__ Fj = work, *__restrict__ yt = work + R * n; /* yt (out, n): y transposed */
     for (int64_t e = 0; e < out * n; ++e) yt[e] = 0;
@@ -442,7 +447,7 @@ void l1_fwd(const T *__restrict__ F, const T *__restrict__ W, int64_t n, int64_t
 /* Its backward: g_E = g_y + sign(E) g_l1 / n; gF (n, R, in) = g_E W (when gF is given),
    gW (out, R, in) = F^T g_E. work: (2 R + out + 1) * n scratch. */
 template <typename T>
-void l1_bwd(const T *__restrict__ F, const T *__restrict__ W, const T *__restrict__ E, const T *__restrict__ g_y,
+KS_ENTRY void l1_bwd(const T *__restrict__ F, const T *__restrict__ W, const T *__restrict__ E, const T *__restrict__ g_y,
             const T *__restrict__ g_l1, int64_t n, int64_t R, int64_t in, int64_t out, T *__restrict__ gF,
             T *__restrict__ gW, T *__restrict__ work) {
     T *__restrict__ Fj = work, *__restrict__ gFj = work + R * n, *__restrict__ gyt = gFj + R * n;
@@ -485,7 +490,7 @@ void l1_bwd(const T *__restrict__ F, const T *__restrict__ W, const T *__restric
 /* W (out, K + wb, in): row 0 w_b mask (with wb), rows wb + k c[:, :, k] live, where
    live = w_s mask scale (out, in) is also returned: the weight of the layer's one matmul. */
 template <typename T>
-void weight(const T *__restrict__ coef, const T *__restrict__ sb, const T *__restrict__ ss,
+KS_ENTRY void weight(const T *__restrict__ coef, const T *__restrict__ sb, const T *__restrict__ ss,
             const T *__restrict__ mask, int64_t n_out, int64_t in, int64_t K, int64_t wb, double scale,
             T *__restrict__ w_out, T *__restrict__ live) {
     for (int64_t o = 0; o < n_out; ++o) {
@@ -504,7 +509,7 @@ void weight(const T *__restrict__ coef, const T *__restrict__ sb, const T *__res
 /* From g_W (out, K + wb, in): g_coef (out, in, K) = g_W^T live, g_ws (out, in) =
    sum_k g_W c mask scale, g_wb (out, in) = g_W[:, 0] mask (with wb). */
 template <typename T>
-void param_grads(const T *__restrict__ gw, const T *__restrict__ coef, const T *__restrict__ mask,
+KS_ENTRY void param_grads(const T *__restrict__ gw, const T *__restrict__ coef, const T *__restrict__ mask,
                  const T *__restrict__ live, int64_t n_out, int64_t in, int64_t K, int64_t wb, double scale,
                  T *__restrict__ g_coef, T *__restrict__ g_base, T *__restrict__ g_sp) {
     for (int64_t o = 0; o < n_out; ++o) {
