@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from kansym.nn import KANLayer, fast
-from kansym.nn.fast import autograd, backends, build, native_linear
+from kansym.nn.fast import autograd, backends, native_linear
 from kansym.nn.spline import bspline_basis, make_grid
 
 HAS_CXX = shutil.which(os.environ.get("CXX", "c++")) is not None

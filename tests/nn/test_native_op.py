@@ -1,6 +1,5 @@
 """The C++ operator of the KAN layer (csrc/kan_op.cpp): the ctypes path's numbers, its build and its fallbacks."""
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -159,6 +158,7 @@ def test_a_failing_build_is_noted_once_and_the_layer_keeps_the_ctypes_path(tmp_p
 
 @needs_cxx
 def test_another_process_build_is_waited_for_and_a_killed_ones_leftovers_cleaned(tmp_path, monkeypatch):
+    fcntl = pytest.importorskip("fcntl")  # the build lock is POSIX flock
     cache = tmp_path / "cache"
     env = {"XDG_CACHE_HOME": str(cache), "CXX": _failing_cxx(tmp_path)}
     for k, v in env.items():

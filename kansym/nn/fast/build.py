@@ -28,7 +28,6 @@ each other's).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import platform
@@ -43,6 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+try:
+    import fcntl  # POSIX: the build lock
+except ImportError:  # Windows: cpp_extension's own baton is the only lock
+    fcntl = None
 
 __all__ = ["BuildError", "Extension", "kernels_extension", "op_extension", "cache_dirs", "find", "failure",
            "build", "start_background"]
@@ -131,6 +135,8 @@ def cache_dirs() -> list[Path]:
 
 def _held(here: Path) -> bool:
     """Whether a process holds the build lock of the build folder ``here`` (is building there now)."""
+    if fcntl is None:
+        return False
     try:
         fd = os.open(here / "build.lock", os.O_RDWR)
     except OSError:  # no lock file: no build ever ran here
@@ -147,6 +153,9 @@ def _held(here: Path) -> bool:
 @contextlib.contextmanager
 def _exclusive(here: Path, timeout_s: float):
     """Hold the build lock of ``here`` (``flock`` on ``build.lock``: the kernel releases it when its holder dies)."""
+    if fcntl is None:
+        yield
+        return
     fd = os.open(here / "build.lock", os.O_CREAT | os.O_RDWR, 0o600)
     try:
         end = time.monotonic() + timeout_s
