@@ -101,8 +101,8 @@ def assemble_weight(coef, scale_base, scale_sp, mask, plan, with_base):
     W : Tensor (out, K + with_base, in)
     live : Tensor (out, in)
     """
-    kernels = backends.native_kernels()
-    if kernels is not None and native.params_usable(coef, scale_base, scale_sp, mask):
+    kernels = backends.native_kernels() if native.params_usable(coef, scale_base, scale_sp, mask) else None
+    if kernels is not None:  # (CUDA parameters never ask for the native build)
         return kernels.weight(coef, scale_base, scale_sp, mask, plan.scale, with_base)
     n_out, width, _ = coef.shape
     off = int(with_base)
@@ -120,8 +120,8 @@ def param_grads(ctx, g_w, coef, scale_sp, mask, live, needs):
     ``needs`` says which of the three are wanted (the others come back None); ``ctx``
     carries ``with_base`` and the plan's ``scale``.
     """
-    kernels = backends.native_kernels()
-    if kernels is not None and native.params_usable(coef, mask, live):
+    kernels = backends.native_kernels() if native.params_usable(coef, mask, live) else None
+    if kernels is not None:
         grads = kernels.param_grads(g_w, coef, mask, live, ctx.scale, ctx.with_base)  # coef, base, sp
         return tuple(g if need else None for g, need in zip(grads, (needs[0], needs[1], needs[2])))
     off = int(ctx.with_base)

@@ -37,10 +37,9 @@ class _KANLinearL1(torch.autograd.Function):
         recompute = ctx.needs_input_grad[0] and recomputes_derivative(plan, xc)
         feats, deriv = features_of(x, xc, plan, cache, with_base, ctx.needs_input_grad[0] and not recompute, recompute)
         weight = _as(weight, feats.dtype)
-        kernels = backends.native_kernels()
-        ctx.native = kernels if kernels is not None and native.l1_usable(feats, weight) else None
+        ctx.native = backends.native_kernels() if native.l1_usable(feats, weight) else None
         if ctx.native is not None:  # small layer: one native pass instead of a batched matmul and its copies
-            edges, out, l1 = kernels.l1_edges(feats, weight)
+            edges, out, l1 = ctx.native.l1_edges(feats, weight)
             w_p = weight  # (out, R, in)
         else:
             w_p = weight.permute(2, 1, 0)  # (in, R, out)
