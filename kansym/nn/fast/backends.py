@@ -129,7 +129,7 @@ def _load_kernels() -> NativeKernels | None:
                 ext = build.kernels_extension()
                 status, path = build.find(ext)
                 _state.kernels_loaded = NativeKernels(path if status == "ready" else build.build(ext))
-            except (build.BuildError, OSError) as exc:
+            except (build.BuildError, OSError, AttributeError) as exc:  # AttributeError: a kernel missing in the library
                 _state.kernels_error = str(exc)
                 warnings.warn(  # the library's user should know (numbers differ in the last bits): shown once
                     f"kansym: native spline kernels unavailable ({exc}); using torch kernels", stacklevel=4)

@@ -5,7 +5,7 @@ Two extensions, from the C++ sources shipped in ``kansym/nn/fast/csrc/``:
 - ``kansym_kernels_<key>``: ``kan_kernels.cpp`` alone (no torch headers, about 2 s), the C
   ABI of ``kan_kernels.h`` that :mod:`kansym.nn.fast.native` calls through :mod:`ctypes`;
   built synchronously on first use, so even the first run has them.
-- ``kansym_op_<key>``: ``kan_op.cpp`` (torch's headers, about 20 s), the layer as one torch
+- ``kansym_op_<key>``: ``kan_op.cpp`` (torch's headers, 10-20 s), the layer as one torch
   operator, linked against the kernels library above (the same machine code, so the same
   numbers bit for bit); built by a detached, ``nice``-d Python process (:func:`main`)
   while the ctypes path serves.
