@@ -3,13 +3,13 @@
 For each (batch, width) the script builds, in one process:
 
 - ``kansym``: :class:`kansym.nn.KANLayer` (width -> width, grid G, order k) as users get
-  it: on CPU with the native cubic kernels (:mod:`kansym.nn.fast.native`, built with the
-  system C compiler on first use) when a compiler exists;
+  it (``fast.use_backend("auto")``): on CPU the layer as one C++ operator on the native
+  kernels (``kansym/nn/fast/csrc``, built with ``torch.utils.cpp_extension`` on first use;
+  the script waits for the operator's build before timing) when a compiler exists;
 - ``kansym-ctypes``: the same layer on the same native kernels through the Python
-  autograd function and :mod:`ctypes` (``KANSYM_OP=0``) instead of the C++ operator of
-  :mod:`kansym.nn.fast.op` (which the script builds and waits for before timing);
-- ``kansym-torch``: the same layer with the native kernels off (``KANSYM_NATIVE=0``):
-  the basis by eager torch ops;
+  autograd function and :mod:`ctypes` (``use_backend("native")``, as ``KANSYM_OP=0``);
+- ``kansym-torch``: the same layer with the native kernels off (``use_backend("torch")``,
+  as ``KANSYM_NATIVE=0``): the basis by eager torch ops;
 - ``kansym-compiled``: native kernels off, :func:`kansym.nn.fast.compile_kernels` on
   (the basis fused by ``torch.compile``; the first call compiles, in the warm-up);
 - ``kansym-updated``: the eager layer after ``update_grid`` on skewed samples (cubes of
@@ -73,8 +73,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kansym.nn import KANLayer  # noqa: E402
 from kansym.nn import fast  # noqa: E402
-from kansym.nn.fast import native  # noqa: E402
-from kansym.nn.fast import op as fast_op  # noqa: E402
 
 DEFAULT_SIZES = (
     "256x64,1024x64,4096x64,16384x64,65536x64,"
@@ -127,13 +125,23 @@ def build(name: str, batch: int, width: int, grid: int, order: int, args) -> tup
 
 
 def _select_kernels(module: nn.Module) -> None:
+    """The implementation's kernels (outside the clocks: switching costs microseconds)."""
     fast.compile_kernels(getattr(module, "_bench_compiled", False))
-    native.enable(getattr(module, "_bench_native", True))
-    fast_op.enable(getattr(module, "_bench_op", True))
+    backend = getattr(module, "_bench_backend", "auto")
+    if backend != _selected[0]:
+        fast.use_backend(backend)
+        _selected[0] = backend
+
+
+_selected = ["auto"]
 
 
 def step(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, backward: bool) -> None:
     _select_kernels(module)
+    _run(module, x, grad, backward)
+
+
+def _run(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, backward: bool) -> None:
     for p in module.parameters():
         p.grad = None
     if x.grad is not None:
@@ -147,8 +155,9 @@ CLOCK = time.perf_counter
 
 
 def timed(module, x, grad, backward) -> float:
+    _select_kernels(module)
     t0 = CLOCK()
-    step(module, x, grad, backward)
+    _run(module, x, grad, backward)
     return CLOCK() - t0
 
 
@@ -170,10 +179,10 @@ def peak_bytes(module: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> int:
         live += e.nbytes()
         peak = max(peak, live)
     held = 0
-    uses_ctypes = not getattr(module, "_bench_op", True) or fast_op.get() is None  # the C++ operator keeps none
-    if isinstance(module, KANLayer) and x.requires_grad and uses_ctypes:  # the dL/dF scratch kept between steps
+    uses_python = fast.backend().path != "op"  # the C++ operator keeps no scratch
+    if isinstance(module, KANLayer) and x.requires_grad and uses_python:  # the dL/dF scratch kept between steps
         need = x.shape[0] * (module.grid_size + module.spline_order + 1) * x.shape[1] * x.element_size()
-        held = need if need <= fast.linear.WORKSPACE_MAX_BYTES else 0
+        held = need if need <= fast.autograd.WORKSPACE_MAX_BYTES else 0
     return peak + x.numel() * x.element_size() + held
 
 
@@ -189,8 +198,8 @@ def run_case(batch: int, width: int, input_grad: bool, args) -> list[dict]:
             module, x = made
             x = x.detach().requires_grad_(input_grad)
             module._bench_compiled = name == "kansym-compiled"
-            module._bench_native = name not in ("kansym-torch", "kansym-compiled")
-            module._bench_op = name != "kansym-ctypes"
+            module._bench_backend = {"kansym-ctypes": "native", "kansym-torch": "torch",
+                                     "kansym-compiled": "torch"}.get(name, "auto")
             grad = torch.randn(batch, width, generator=torch.Generator().manual_seed(1))
             built[name] = (module, x, grad)
     # warm up and choose the number of rounds from the slowest implementation
@@ -280,8 +289,10 @@ def main(argv=None) -> int:
         parser.error("--clock thread measures one thread: use --threads 1 or --clock wall")
     CLOCK = time.thread_time if args.clock == "thread" else time.perf_counter
     args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
-    if not fast_op.wait():  # build the C++ operator now, not inside the clocks
-        print(f"# kansym's C++ operator: {fast_op.status()} (the layer uses the ctypes path)", file=sys.stderr)
+    chosen = fast.use_backend("op")  # build the C++ operator now, not inside the clocks
+    if chosen.path != "op":
+        print(f"# kansym's C++ operator: {chosen.operator} (the layer uses the {chosen.path} path)", file=sys.stderr)
+    fast.use_backend("auto")
     sizes = [tuple(int(v) for v in s.lower().split("x")) for s in args.sizes.split(",") if s.strip()]
     grads = {"yes": [True], "no": [False], "both": [True, False]}[args.input_grad]
     rows = []

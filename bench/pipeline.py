@@ -139,14 +139,13 @@ def main(argv=None) -> int:
     # sympy's simplify imports sympy.physics.units on its first call (~0.5 s)
     for module in ("kan", "sympy.physics.units"):
         importlib.import_module(module)
-    # kansym's native spline kernels compile once per machine and source (a C compiler, 1.3-1.9 s
-    # of wall time here, then cached in ~/.cache/kansym); without this, the first run after a
-    # change of the kernel source paid it inside kansym's clock
-    from kansym.nn.fast import native
-    from kansym.nn.fast import op as fast_op
+    # kansym's native spline kernels compile once per machine and source (cpp_extension, about 2 s
+    # of wall time here, then cached in ~/.cache/kansym), its C++ operator in the background (~20 s);
+    # without this, the first run after a change of the kernel source paid them inside kansym's clock
+    from kansym.nn import fast
 
-    native.available()
-    fast_op.wait()  # the layer's C++ operator: a background build of ~20 s on a new machine or source
+    fast.use_backend("op")
+    fast.use_backend("auto")
     tools = [t.strip() for t in args.tools.split(",")]
     rows = []
     for name in [p.strip() for p in args.problems.split(",") if p.strip()]:

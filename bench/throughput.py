@@ -8,7 +8,8 @@ thread's CPU time (``--clock thread``, with one torch thread) or of wall time, m
 over the timed steps, and the ratio KAN / MLP.
 
 - ``kansym``: :class:`kansym.nn.KAN` (G = 5, k = 3, SiLU residual) as users get it (the
-  native cubic kernels of :mod:`kansym.nn.fast.native` where a C compiler exists);
+  layer's C++ operator on the native kernels of ``kansym/nn/fast/csrc`` where a C++
+  compiler exists, see :func:`kansym.nn.fast.backend`);
 - ``kansym-torch``: native kernels off, the basis by eager torch ops;
 - ``kansym-compiled``: native kernels off, :func:`kansym.nn.fast.compile_kernels` on;
 - ``mlp``: ``Linear(4, h) SiLU Linear(h, h) SiLU Linear(h, 1)`` with ``h`` chosen so
@@ -32,8 +33,6 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kansym.nn import KAN, KANConfig, fast  # noqa: E402
-from kansym.nn.fast import native  # noqa: E402
-from kansym.nn.fast import op as fast_op  # noqa: E402
 
 
 def mlp_like(n_params: int, seed: int) -> nn.Module:
@@ -69,7 +68,7 @@ def main(argv=None) -> int:
         else:
             model = KAN(KANConfig(width=(4, 64, 64, 1), grid_size=5, spline_order=3, seed=0))
         models[name] = (model, torch.optim.Adam(model.parameters(), lr=1e-3))
-    fast_op.wait()  # the layer's C++ operator (built in the background on first use): not inside the clocks
+    fast.use_backend("op")  # the layer's C++ operator (built in the background on first use): not inside the clocks
     times = {name: [] for name in models}
     losses = {name: None for name in models}
     for step in range(args.warmup + args.steps):
@@ -77,7 +76,7 @@ def main(argv=None) -> int:
         xb, yb = x[idx], y[idx]
         for name, (model, opt) in models.items():
             fast.compile_kernels(name == "kansym-compiled")
-            native.enable(name not in ("kansym-torch", "kansym-compiled"))
+            fast.use_backend("torch" if name in ("kansym-torch", "kansym-compiled") else "auto")
             t0 = clock()
             opt.zero_grad(set_to_none=True)
             loss = torch.mean((model(xb) - yb) ** 2)
@@ -88,7 +87,7 @@ def main(argv=None) -> int:
                 times[name].append(elapsed)
             losses[name] = loss.item()
     fast.compile_kernels(False)
-    native.enable(True)
+    fast.use_backend("auto")
     rows = []
     for name, (model, _) in models.items():
         med = statistics.median(times[name])

@@ -12,6 +12,7 @@ from torch import nn
 
 from kansym.errors import ConfigError
 from kansym.nn.config import KANConfig
+from kansym.nn.fast import FeatureCache
 from kansym.nn.layer import KANLayer
 
 __all__ = ["KAN", "KANTrace", "LayerTrace"]
@@ -102,10 +103,20 @@ class KAN(nn.Module):
         if x.shape[-1] != self.in_features:
             raise ConfigError(f"the model expects {self.in_features} input features, got {x.shape[-1]}")
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``(..., in) -> (..., out)``."""
+    def forward(self, x: torch.Tensor, *, feature_cache: FeatureCache | None = None) -> torch.Tensor:
+        """``(..., in) -> (..., out)``.
+
+        Parameters
+        ----------
+        x : Tensor of shape (..., in)
+        feature_cache : FeatureCache, optional
+            Handed to the first layer (:meth:`KANLayer.forward`): a training loop that
+            feeds the same rows in every step computes their basis once per grid.
+        """
         self._check(x)
-        for layer in self.layers:
+        layers = iter(self.layers)
+        x = next(layers)(x, cache=feature_cache)
+        for layer in layers:
             x = layer(x)
         return x
 

@@ -111,7 +111,6 @@ class KANLayer(nn.Module):
         self._plan_key: tuple | None = None
         self._plan: SplinePlan | None = None
         self.force_reference = False  # evaluate by Cox–de Boor even on uniform grids (tests, debugging)
-        self.feature_cache: FeatureCache | None = None  # set by a training loop whose input to this layer is fixed
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
         # checkpoints of KAN-GPT's former fixed-grid layer carry no grid: keep the uniform one built from grid_range
@@ -148,23 +147,38 @@ class KANLayer(nn.Module):
     def _spline_weight(self) -> torch.Tensor:
         return self.coef * (self.scale_sp * self.mask).unsqueeze(-1)  # (out, in, G + k)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Node outputs ``sum_i phi_ji(x_i)``: ``(..., in) -> (..., out)``."""
+    def forward(self, x: torch.Tensor, *, cache: FeatureCache | None = None) -> torch.Tensor:
+        """Node outputs ``sum_i phi_ji(x_i)``: ``(..., in) -> (..., out)``.
+
+        Parameters
+        ----------
+        x : Tensor of shape (..., in)
+        cache : FeatureCache, optional
+            Features of recent inputs to reuse (a training loop's fixed rows): a hit needs
+            this very tensor, unchanged, on this grid; any other input is computed afresh.
+            Only 2-D inputs can hit (others are reshaped into new tensors).
+
+        Returns
+        -------
+        Tensor of shape (..., out)
+        """
         params = self._parameters  # direct lookups: this runs per layer and step, and a small layer's step is short
         if x.dim() == 2:  # a 2-D input stays the same object (FeatureCache recognises it)
             return kan_linear(x, params["coef"], params["scale_base"], params["scale_sp"], self._buffers["mask"],
-                              self.plan(), with_base=self.base_fun == "silu", cache=self.feature_cache)
+                              self.plan(), with_base=self.base_fun == "silu", cache=cache)
         out = kan_linear(x.reshape(-1, self.in_features), params["coef"], params["scale_base"], params["scale_sp"],
                          self._buffers["mask"], self.plan(), with_base=self.base_fun == "silu",
-                         cache=self.feature_cache)  # (N, out)
+                         cache=cache)  # (N, out)
         return out.reshape(*x.shape[:-1], self.out_features)
 
-    def forward_l1(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_l1(self, x: torch.Tensor, *, cache: FeatureCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Node outputs and every edge's ``|phi_ji|_1`` on the samples, in one pass.
 
         Parameters
         ----------
         x : Tensor of shape (batch, in)
+        cache : FeatureCache, optional
+            As in :meth:`forward`.
 
         Returns
         -------
@@ -177,8 +191,7 @@ class KANLayer(nn.Module):
         """
         with_base = self.base_fun == "silu"
         return kan_linear_l1(
-            x, self.coef, self.scale_base, self.scale_sp, self.mask, self.plan(), with_base=with_base,
-            cache=self.feature_cache,
+            x, self.coef, self.scale_base, self.scale_sp, self.mask, self.plan(), with_base=with_base, cache=cache,
         )
 
     def edge_outputs(self, x: torch.Tensor) -> torch.Tensor:

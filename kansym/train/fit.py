@@ -24,7 +24,7 @@ from kansym.errors import ConfigError, FitError
 from kansym.nn.fast import FeatureCache
 from kansym.nn.kan import KAN
 from kansym.train.config import OPTIMIZERS, TrainConfig
-from kansym.train.lbfgs import FlatLBFGS
+from kansym.train.optim import FlatParams, as_flat_lbfgs_state, make_optimizer
 from kansym.train.regularization import sampled_regularization, training_loss
 from kansym.train.state import FitInterrupted, FitState, check_resume, snapshot_optimizer
 
@@ -97,70 +97,23 @@ def _split(n: int, val_fraction: float, seed: int) -> tuple[torch.Tensor, torch.
     return perm[n_val:], perm[:n_val]
 
 
-def _objective(model: KAN, x: torch.Tensor, y: torch.Tensor, config: TrainConfig, *,
+def _objective(model: KAN, x: torch.Tensor, y: torch.Tensor, config: TrainConfig, cache: FeatureCache, *,
                combined: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(MSE, reg) on a batch; reg is a NaN scalar when lamb == 0 (fast path).
 
     ``combined``: ``(MSE + lamb * reg, NaN)``, the loss a step differentiates, from
     :func:`~kansym.train.regularization.training_loss` (one autograd node after the
     layers where it can be); every evaluation of the objective goes through here.
+    ``cache`` holds the first layer's features of the run's fixed rows.
     """
     if combined:
-        loss = training_loss(model, x, y, lamb=config.lamb, mu1=config.mu1, mu2=config.mu2)
+        loss = training_loss(model, x, y, lamb=config.lamb, mu1=config.mu1, mu2=config.mu2, feature_cache=cache)
         return loss, torch.full((), math.nan, dtype=loss.dtype, device=loss.device)
     if config.lamb > 0:  # output and penalty in one pass per layer (no KANTrace)
-        out, reg = sampled_regularization(model, x, mu1=config.mu1, mu2=config.mu2)
+        out, reg = sampled_regularization(model, x, mu1=config.mu1, mu2=config.mu2, feature_cache=cache)
         return torch.mean((out - y) ** 2), reg
-    mse = torch.mean((model(x) - y) ** 2)
+    mse = torch.mean((model(x, feature_cache=cache) - y) ** 2)
     return mse, torch.full((), math.nan, dtype=mse.dtype, device=mse.device)
-
-
-class _FlatParams:
-    """A model's parameters as views of one flat tensor, their gradients as views of another.
-
-    torch's LBFGS works on one flat vector anyway (it concatenates the gradients, and
-    splits every update, line-search trial and restore over the parameter tensors, a
-    few tensor ops per parameter each time); handing it the single flat parameter makes
-    each of those one op, with the same arithmetic (the same numbers in the same order).
-    The gradients accumulate in place into their views (``AccumulateGrad`` adds into an
-    existing ``.grad`` outside ``create_graph``). :meth:`release` gives every parameter
-    its own memory again; a reassignment of ``p.data`` (``update_grid``) also ends the
-    sharing, so a new one is made with every new optimizer.
-    """
-
-    def __init__(self, params: list[torch.nn.Parameter]) -> None:
-        self.params = params
-        with torch.no_grad():
-            self.flat = torch.nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]))
-        self.flat.grad = torch.zeros_like(self.flat)
-        start = 0
-        for p in params:
-            stop = start + p.numel()
-            p.data = self.flat.data[start:stop].view_as(p)
-            p.grad = self.flat.grad[start:stop].view_as(p)
-            start = stop
-
-    def zero_grad(self) -> None:
-        self.flat.grad.zero_()
-
-    def release(self) -> None:
-        for p in self.params:
-            p.data = p.data.clone()
-            p.grad = None
-
-
-def _as_flat_lbfgs_state(state: dict) -> dict:
-    """An LBFGS ``state_dict`` for the one flat parameter of :class:`_FlatParams`.
-
-    LBFGS keeps its whole state (directions, history, step) under its first parameter, as
-    flat vectors over all parameters in order, so a state saved over separate parameter
-    tensors (resume checkpoints written before the flat parameters) becomes the flat one by renumbering its
-    parameter list.
-    """
-    groups = state.get("param_groups", [])
-    if len(groups) == 1 and len(groups[0].get("params", [])) > 1:
-        state = {**state, "param_groups": [{**groups[0], "params": [groups[0]["params"][0]]}]}
-    return state
 
 
 def _snapshot(model: KAN) -> dict[str, torch.Tensor]:
@@ -261,28 +214,12 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
     has_val = len(val_idx) > 0
     gen = torch.Generator().manual_seed(config.seed + 1)
 
-    flat: _FlatParams | None = None
+    flat: FlatParams | None = None  # LBFGS's flat parameters, remade with every optimizer
 
-    def make_optimizer() -> torch.optim.Optimizer:
+    def new_optimizer() -> torch.optim.Optimizer:
         nonlocal flat
-        if config.optimizer == "lbfgs":
-            if flat is not None:
-                flat.release()
-            flat = _FlatParams(list(model.parameters()))
-            if flat.flat.dtype == torch.float64 and flat.flat.device.type == "cpu":
-                # the same method in numpy: torch's per-op overhead was a quarter of the fit (lbfgs.py)
-                return FlatLBFGS(flat.flat, lr=config.lr, max_iter=config.lbfgs_max_iter, history_size=10,
-                                 tolerance_grad=1e-32, tolerance_change=1e-32)
-            return torch.optim.LBFGS(
-                [flat.flat],
-                lr=config.lr,
-                max_iter=config.lbfgs_max_iter,
-                history_size=10,
-                line_search_fn="strong_wolfe",
-                tolerance_grad=1e-32,
-                tolerance_change=1e-32,
-            )
-        return torch.optim.Adam(model.parameters(), lr=config.lr)
+        optimizer, flat = make_optimizer(model, config, flat)
+        return optimizer
 
     history = History()
     best = (math.inf, -1, _snapshot(model))  # (val objective, step, state)
@@ -313,14 +250,14 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
 
     stopped_early = False
     params = list(model.parameters())
-    model.layers[0].feature_cache = FeatureCache()  # the first layer's input is the fixed x_tr: its basis once per grid
+    cache = FeatureCache()  # the first layer's input is the fixed x_tr (and x_va): its basis once per grid
     show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = tqdm(range(start, config.steps), disable=not show, desc="fit", leave=False)
     try:
-        optimizer = make_optimizer()  # inside the try: the first one imports parts of torch (seconds)
+        optimizer = new_optimizer()  # inside the try: the first one imports parts of torch (seconds)
         if resume is not None and resume.optimizer:
             try:
-                optimizer.load_state_dict(_as_flat_lbfgs_state(resume.optimizer) if flat is not None else resume.optimizer)
+                optimizer.load_state_dict(as_flat_lbfgs_state(resume.optimizer) if flat is not None else resume.optimizer)
             except (ValueError, KeyError, RuntimeError) as exc:
                 raise ConfigError(f"the saved optimizer state does not fit this model ({exc}); start a new run") from exc
         for step in bar:
@@ -328,7 +265,7 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
             if every and step % every == 0 and step < config.stop_grid_update_step:
                 model.update_grid(x_tr)
                 if config.optimizer == "lbfgs":
-                    optimizer = make_optimizer()  # the curvature history refers to the old grid
+                    optimizer = new_optimizer()  # the curvature history refers to the old grid
             if config.batch_size is None:
                 xb, yb = x_tr, y_tr
             else:
@@ -341,21 +278,21 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
                 else:
                     for p in params:  # optimizer.zero_grad() without its profiler record (~0.1 ms a call)
                         p.grad = None
-                loss, _ = _objective(model, xb, yb, config, combined=True)
+                loss, _ = _objective(model, xb, yb, config, cache, combined=True)
                 loss.backward()
                 return loss
 
             optimizer.step(closure)
             with torch.no_grad():
-                mse, reg = _objective(model, x_tr, y_tr, config)
-                val = torch.mean((model(x_va) - y_va) ** 2) if has_val else torch.tensor(math.nan, device=device)
+                mse, reg = _objective(model, x_tr, y_tr, config, cache)
+                val = (torch.mean((model(x_va, feature_cache=cache) - y_va) ** 2) if has_val
+                       else torch.tensor(math.nan, device=device))
                 val_obj = val + config.lamb * reg if config.lamb > 0 and has_val else val
             train_loss, reg_value, val_loss = float(mse), float(reg), float(val)
             total = train_loss + (config.lamb * reg_value if config.lamb > 0 else 0.0)
             if not math.isfinite(total) or (has_val and not math.isfinite(val_loss)):
                 state = roll_back()
                 bad = total if not math.isfinite(total) else val_loss
-                model.layers[0].feature_cache = None
                 raise FitError(
                     f"the loss became {bad} at step {step}; the model was rolled back to its state after "
                     f"{state.step} completed step(s): lower lamb or lr, or check the data scale",
@@ -379,7 +316,6 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
                     break
     except KeyboardInterrupt:
         bar.close()
-        model.layers[0].feature_cache = None
         state = roll_back()
         raise FitInterrupted(
             f"interrupted during step {state.step} of {config.steps}; rolled back to the end of the "
@@ -391,7 +327,6 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
         if flat is not None:
             flat.release()
     bar.close()
-    model.layers[0].feature_cache = None
     if config.patience is not None:
         model.load_state_dict(best[2])
         return FitResult(model, history, best_step=best[1], stopped_early=stopped_early)

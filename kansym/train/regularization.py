@@ -31,6 +31,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from kansym.errors import ConfigError
+from kansym.nn.fast import FeatureCache
 from kansym.nn.kan import KAN, KANTrace
 
 __all__ = [
@@ -173,7 +174,8 @@ def _abs_edge_sum(layer, x: torch.Tensor) -> torch.Tensor:
 
 
 def sampled_regularization(
-    model: KAN, x: torch.Tensor, *, mu1: float = 1.0, mu2: float = 1.0, chunk_elements: int = CHUNK_ELEMENTS
+    model: KAN, x: torch.Tensor, *, mu1: float = 1.0, mu2: float = 1.0, chunk_elements: int = CHUNK_ELEMENTS,
+    feature_cache: FeatureCache | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Model output and the sample-based penalty, without keeping ``(batch, out, in)`` tensors.
 
@@ -193,6 +195,8 @@ def sampled_regularization(
         Weights of the L1 and entropy terms.
     chunk_elements : int
         Largest ``chunk * out * in`` held at once.
+    feature_cache : FeatureCache, optional
+        Handed to the first layer (see :meth:`kansym.nn.KAN.forward`).
 
     Returns
     -------
@@ -206,19 +210,20 @@ def sampled_regularization(
     """
     _check(mu1, mu2)
     terms = []
-    h = x
+    h, cache = x, feature_cache
     for layer in model.layers:
         rows = max(1, chunk_elements // (layer.in_features * layer.out_features))
         if rows >= h.shape[0]:
-            h, l1 = layer.forward_l1(h)  # (batch, out), (out, in)
+            h, l1 = layer.forward_l1(h, cache=cache)  # (batch, out), (out, in)
             terms.append(layer_penalty(l1, mu1=mu1, mu2=mu2))
+            cache = None  # the first layer's only
             continue
         total = None
         for start in range(0, h.shape[0], rows):
             part = checkpoint(_abs_edge_sum, layer, h[start : start + rows], use_reentrant=False)
             total = part if total is None else total + part
         terms.append(layer_penalty(total / h.shape[0], mu1=mu1, mu2=mu2))
-        h = layer(h)
+        h, cache = layer(h, cache=cache), None
     return h, torch.stack(terms).sum()
 
 
@@ -249,7 +254,7 @@ class _MSEPlusL1(torch.autograd.Function):
 
 def training_loss(
     model: KAN, x: torch.Tensor, y: torch.Tensor, *, lamb: float, mu1: float = 1.0, mu2: float = 1.0,
-    chunk_elements: int = CHUNK_ELEMENTS,
+    chunk_elements: int = CHUNK_ELEMENTS, feature_cache: FeatureCache | None = None,
 ) -> torch.Tensor:
     """The objective a training step minimises: ``mean((model(x) - y)^2) + lamb * reg``.
 
@@ -270,6 +275,8 @@ def training_loss(
         Penalty weight and the weights of its L1 and entropy terms.
     chunk_elements : int
         As :func:`sampled_regularization`.
+    feature_cache : FeatureCache, optional
+        Handed to the first layer (see :meth:`kansym.nn.KAN.forward`).
 
     Returns
     -------
@@ -282,14 +289,16 @@ def training_loss(
     """
     _check(mu1, mu2)
     if lamb == 0:  # three built-in nodes cost what one Python-backward node does
-        return torch.mean((model(x) - y) ** 2)
+        return torch.mean((model(x, feature_cache=feature_cache) - y) ** 2)
     one_pass = all(max(1, chunk_elements // (layer.in_features * layer.out_features)) >= x.shape[0]
                    for layer in model.layers)
     if mu2 != 0 or not one_pass:
-        out, reg = sampled_regularization(model, x, mu1=mu1, mu2=mu2, chunk_elements=chunk_elements)
+        out, reg = sampled_regularization(model, x, mu1=mu1, mu2=mu2, chunk_elements=chunk_elements,
+                                          feature_cache=feature_cache)
         return torch.mean((out - y) ** 2) + lamb * reg
-    h, l1s = x, []
+    h, l1s, cache = x, [], feature_cache
     for layer in model.layers:
-        h, l1 = layer.forward_l1(h)  # (batch, out), (out, in)
+        h, l1 = layer.forward_l1(h, cache=cache)  # (batch, out), (out, in)
         l1s.append(l1)
+        cache = None  # the first layer's only
     return _MSEPlusL1.apply(h, y, lamb, mu1, *l1s)

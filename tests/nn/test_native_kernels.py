@@ -1,4 +1,4 @@
-"""The native cubic kernels (kansym.nn.fast.native) against the reference spline math, and their fallbacks."""
+"""The native kernels (kansym.nn.fast.native, csrc/kan_kernels.cpp) against the reference spline math; their build and fallbacks."""
 
 import os
 import shutil
@@ -10,25 +10,31 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kansym.nn import KANLayer
-from kansym.nn.fast import native
-from kansym.nn.fast import op as fast_op
+from kansym.nn import KANLayer, fast
+from kansym.nn.fast import autograd, backends, native_linear
 from kansym.nn.spline import bspline_basis, make_grid
 
-HAS_CC = shutil.which(os.environ.get("CC", "cc")) is not None
-needs_cc = pytest.mark.skipif(not HAS_CC, reason="no C compiler: the native kernels cannot be built here")
+HAS_CXX = shutil.which(os.environ.get("CXX", "c++")) is not None
+needs_cxx = pytest.mark.skipif(not HAS_CXX, reason="no C++ compiler: the native kernels cannot be built here")
 
 
-@pytest.fixture(params=[True, False], ids=["native", "torch"])
+@pytest.fixture(params=["native", "torch"])
 def kernels(request):
-    """Run a test with the native kernels on, then off (the torch kernels); restores the setting."""
-    before = native._state["enabled"]
-    native.enable(request.param)
-    if request.param and not native.available():
-        native.enable(before)
+    """Run a test on the native kernels (through ctypes), then on the torch kernels; restores the backend."""
+    before = fast.backend().requested
+    if fast.use_backend(request.param).path != request.param:
+        fast.use_backend(before)
         pytest.skip("native kernels unavailable")
     yield request.param
-    native.enable(before)
+    fast.use_backend(before)
+
+
+def _native():
+    """The loaded native kernels (skips the test where they cannot be built)."""
+    kernels = backends.native_kernels()
+    if kernels is None:
+        pytest.skip("native kernels unavailable")
+    return kernels
 
 
 def _layer(in_f, out_f, grid_size, gen, dtype):
@@ -53,9 +59,9 @@ def _value_and_grads(fn, layer, x, weight):
     return out.detach(), torch.autograd.grad((out * weight).sum(), [x, layer.coef, layer.scale_base, layer.scale_sp])
 
 
-@needs_cc
+@needs_cxx
 def test_native_kernels_build_here():
-    assert native.available(), native._state["error"]
+    assert backends.native_kernels() is not None, fast.backend().kernels
 
 
 @pytest.mark.parametrize("width", [5, 12], ids=["narrow", "wide"])  # the two layouts of the native kernels
@@ -144,22 +150,21 @@ def test_nan_input_gives_nan_features_like_the_torch_kernels(kernels, updated, w
     assert torch.isfinite(x.grad[1, torch.arange(width) != 2]).all()
 
 
-@needs_cc
+@needs_cxx
 def test_native_forward_saves_the_input_not_the_derivative():
-    if not native.available():
-        pytest.skip("native kernels unavailable")
+    _native()
     layer = KANLayer(8, 4, 5, 3)
     x = torch.randn(64, 8, requires_grad=True)
-    for use_op in (False, True):  # the Python autograd function and the C++ operator
-        if use_op and not fast_op.wait():
-            continue
-        fast_op.enable(use_op)
+    before = fast.backend().requested
+    for path in ("native", "op"):  # the Python autograd function and the C++ operator
         shapes = []
         try:  # every tensor autograd saves, C++ nodes included, goes through the pack hook
+            if fast.use_backend(path).path != path:
+                continue
             with torch.autograd.graph.saved_tensors_hooks(lambda t: shapes.append(tuple(t.shape)) or t, lambda t: t):
                 layer(x)
         finally:
-            fast_op.enable(True)
+            fast.use_backend(before)
         assert shapes.count((64, 8)) == 2  # the input and sigmoid(input), for the recomputed dF/dx
         assert (64, 9, 8) not in shapes and shapes.count((64, 9 * 8)) == 1  # F once, no dF/dx
 
@@ -170,8 +175,9 @@ def _run(code: str, env_extra: dict) -> subprocess.CompletedProcess:
 
 
 PROBE = (
-    "import torch; from kansym.nn import KANLayer; from kansym.nn.fast import native;"
-    "layer = KANLayer(3, 2, 5, 3); y = layer(torch.randn(10, 3)); print(native.available(), bool(torch.isfinite(y).all()))"
+    "import torch; from kansym.nn import KANLayer, fast;"
+    "layer = KANLayer(3, 2, 5, 3); y = layer(torch.randn(10, 3));"
+    "print(fast.backend().kernels == 'loaded', bool(torch.isfinite(y).all()))"
 )
 
 
@@ -183,29 +189,43 @@ def test_kansym_native_0_turns_the_kernels_off(tmp_path):
 
 
 def test_a_failing_compiler_falls_back_to_the_torch_kernels_with_one_warning(tmp_path):
-    done = _run(PROBE, {"CC": "false", "XDG_CACHE_HOME": str(tmp_path), "KANSYM_NATIVE": "1"})
+    done = _run(PROBE, {"CXX": "false", "XDG_CACHE_HOME": str(tmp_path), "KANSYM_NATIVE": "1"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True"]
     assert done.stderr.count("native spline kernels unavailable") == 1 and "Traceback" not in done.stderr
-    assert not list((tmp_path / "kansym").glob("*.so"))  # no half-written library left
+    assert "false could not build kansym_kernels_" in done.stderr  # the reason, in the one warning
+    assert not list((tmp_path / "kansym").rglob("*.so"))  # no half-written library left
+    (note,) = (tmp_path / "kansym").glob("kansym_kernels_*/failed")
+    assert note.read_text().startswith("false could not build kansym_kernels_")
 
 
-@needs_cc
+@needs_cxx
 def test_the_built_library_is_cached_and_reused(tmp_path):
     env = {"XDG_CACHE_HOME": str(tmp_path), "KANSYM_NATIVE": "1"}
     first = _run(PROBE, env)
     assert first.returncode == 0 and first.stdout.split() == ["True", "True"], first.stderr
-    (lib,) = (tmp_path / "kansym").glob("*.so")
+    (lib,) = (tmp_path / "kansym").glob("kansym_kernels_*/*.so")
     stamp = lib.stat().st_mtime_ns
-    second = _run(PROBE, {**env, "CC": "false"})  # a rebuild would fail: the cached library must be used
+    second = _run(PROBE, {**env, "PATH": str(tmp_path / "nothing")})  # no compiler, no ninja: a rebuild would fail
     assert second.stdout.split() == ["True", "True"], second.stderr
     assert lib.stat().st_mtime_ns == stamp
 
 
-@needs_cc
+@needs_cxx
+def test_two_processes_starting_at_once_build_the_kernels_once(tmp_path):
+    env = {**os.environ, "KANSYM_OP": "0", "XDG_CACHE_HOME": str(tmp_path), "KANSYM_NATIVE": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [o.split() for o, _ in outs] == [["True", "True"]] * 2, [e for _, e in outs]
+    (log,) = (tmp_path / "kansym").glob("kansym_kernels_*/.ninja_log")
+    compiles = [line for line in log.read_text().splitlines()[1:] if line.split("\t")[3] == "kan_kernels.o"]
+    assert len(compiles) == 1  # the second process waited for the first one's build and loaded it
+
+
+@needs_cxx
 def test_row_blocks_on_several_threads_equal_one_thread():
-    if not native.available():
-        pytest.skip("native kernels unavailable")
+    kernels = _native()
     gen = torch.Generator().manual_seed(4)
     layer = _layer(32, 4, 5, gen, torch.float32)
     plan = layer.plan()
@@ -216,8 +236,8 @@ def test_row_blocks_on_several_threads_equal_one_thread():
         results, sig = [], torch.sigmoid(x)
         for threads in (1, 3):
             torch.set_num_threads(threads)
-            feats = native.cubic_features(x, plan.t0, plan.inv_h, 8, True)[0]
-            results.append((feats, native.cubic_input_grad(g, x, sig, plan.t0, plan.inv_h)))
+            feats = kernels.cubic_features(x, plan.t0, plan.inv_h, 8, True)[0]
+            results.append((feats, kernels.cubic_input_grad(g, x, sig, plan.t0, plan.inv_h)))
     finally:
         torch.set_num_threads(before)
     (f1, g1), (f3, g3) = results
@@ -226,8 +246,6 @@ def test_row_blocks_on_several_threads_equal_one_thread():
 
 
 def test_reused_backward_scratch_gives_the_same_gradients_and_stays_bounded():
-    from kansym.nn.fast import linear
-
     gen = torch.Generator().manual_seed(9)
     a, b = KANLayer(6, 5, 5, 3, generator=gen), KANLayer(5, 2, 5, 3, generator=gen)
     x = torch.randn(300, 6, generator=gen, requires_grad=True)
@@ -238,14 +256,14 @@ def test_reused_backward_scratch_gives_the_same_gradients_and_stays_bounded():
         grads.append((x.grad.clone(), a.coef.grad.clone()))
         a.zero_grad(), b.zero_grad()
     assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
-    assert 0 < linear.workspace_bytes() <= linear.WORKSPACE_MAX_BYTES
+    assert 0 < autograd.workspace_bytes() <= autograd.WORKSPACE_MAX_BYTES
     big = KANLayer(64, 64, 5, 3)
     xb = torch.randn(8192, 64, requires_grad=True)  # dL/dF: 8192 x 576 floats = 18.9 MB > 16 MB: not kept
     big(xb).sum().backward()
-    assert linear.workspace_bytes() <= linear.WORKSPACE_MAX_BYTES
+    assert autograd.workspace_bytes() <= autograd.WORKSPACE_MAX_BYTES
 
 
-@needs_cc
+@needs_cxx
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into read-only folders")
 def test_a_read_only_cache_folder_falls_back_to_the_temporary_folder(tmp_path):
     cache = tmp_path / "ro"
@@ -295,32 +313,34 @@ def test_second_derivatives_are_refused_not_silently_zero(kernels):
     assert g.shape == x.shape
 
 
-@needs_cc
+@needs_cxx
 def test_an_unusable_cache_folder_falls_back_and_only_old_builds_are_removed(tmp_path):
     not_a_folder = tmp_path / "file"
     not_a_folder.write_text("x")
     tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
-    (tmpdir / f"kansym-{os.getuid()}").mkdir()
-    stale = [tmpdir / f"kansym-{os.getuid()}" / f"kernels_000000000000000{i}.so" for i in range(3)]
-    for age, path in zip((300, 200, 100), stale):  # stale[2] is the newest other build
-        path.write_bytes(b"old build")
+    private = tmpdir / f"kansym-{os.getuid()}"
+    private.mkdir(parents=True, mode=0o700)
+    stale = [private / f"kansym_kernels_000000000000000{i}" for i in range(3)]
+    other_kind = private / "kansym_op_0000000000000000"  # another extension's build: not counted, not removed
+    for age, path in zip((300, 200, 100, 400), [*stale, other_kind]):  # stale[2] is the newest other build
+        path.mkdir()
+        (path / f"{path.name}.so").write_bytes(b"old build")
         os.utime(path, (time.time() - age, time.time() - age))
     done = _run(PROBE, {"XDG_CACHE_HOME": str(not_a_folder), "TMPDIR": str(tmpdir), "KANSYM_NATIVE": "1"})
     assert done.stdout.split() == ["True", "True"], done.stderr
-    built = set((tmpdir / f"kansym-{os.getuid()}").glob("*.so"))
+    built = {p.parent for p in private.glob("kansym_kernels_*/*.so")}
     # the new build and the two newest others stay (another checkout's build is not evicted at once)
     assert len(built) == 3 and stale[1] in built and stale[2] in built and not stale[0].exists()
+    assert other_kind.exists()
 
 
-@needs_cc
+@needs_cxx
 @pytest.mark.parametrize("updated", [False, True], ids=["uniform", "updated-grid"])
 @pytest.mark.parametrize("base_fun", ["silu", "zero"])
 def test_blocked_path_equals_the_one_block_path(updated, base_fun):
     from kansym.nn.fast import linear
 
-    if not native.available():
-        pytest.skip("native kernels unavailable")
+    _native()
     gen = torch.Generator().manual_seed(21)
     layer = KANLayer(24, 7, 5, 3, base_fun=base_fun, generator=gen).double()
     with torch.no_grad():
@@ -329,13 +349,13 @@ def test_blocked_path_equals_the_one_block_path(updated, base_fun):
         layer.update_grid(torch.randn(500, 24, generator=gen, dtype=torch.float64) ** 3)
     x = torch.randn(6000, 24, generator=gen, dtype=torch.float64) * 1.5  # F: 6000 x 9 x 24 doubles = 10 MB: 3 blocks
     plan = layer.plan()
-    assert linear._blocked_applies(x, plan, None, layer.coef, layer.scale_base, layer.scale_sp, layer.mask)
+    assert native_linear.blocked_applies(x, plan, None, layer.coef, layer.scale_base, layer.scale_sp, layer.mask)
     weight = torch.randn(6000, 7, generator=gen, dtype=torch.float64)
     params = [layer.coef, layer.scale_base, layer.scale_sp]
     results = []
     for blocked in (True, False):
         xs = x.clone().requires_grad_(True)
-        apply = linear._KANLinearBlocked.apply if blocked else (lambda *a: linear._KANLinear.apply(*a, None))
+        apply = native_linear.KANLinearBlocked.apply if blocked else (lambda *a: linear._KANLinear.apply(*a, None))
         out = apply(xs, *params, layer.mask, plan, base_fun == "silu")
         results.append((out.detach(), torch.autograd.grad((out * weight).sum(), [xs, *params], allow_unused=True)))
     (out_b, g_b), (out_1, g_1) = results
@@ -351,13 +371,12 @@ def test_blocked_path_equals_the_one_block_path(updated, base_fun):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 def test_native_sigmoid_is_within_two_ulp_and_keeps_torchs_special_values(dtype):
     """The forward kernels write sigmoid(x) with their own vectorised exp (silu's row and silu')."""
-    if not native.available():
-        pytest.skip("native kernels unavailable")
+    kernels = _native()
     special = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 88.7, 89.0, -103.0, -110.0, 709.7, 710.0, -745.0]
     x = torch.cat([torch.linspace(-120, 120, 40001, dtype=dtype), torch.linspace(-800, 800, 4001, dtype=dtype),
                    torch.tensor(special, dtype=dtype)])
     x = x.reshape(-1, 1).repeat(1, 9).contiguous()  # 9 inputs: the wide kernel
-    feats, sig = native.cubic_features(x, torch.full((9,), -1.0, dtype=dtype), torch.full((9,), 2.0, dtype=dtype), 8, True)
+    feats, sig = kernels.cubic_features(x, torch.full((9,), -1.0, dtype=dtype), torch.full((9,), 2.0, dtype=dtype), 8, True)
     exact = torch.sigmoid(x.double())
     normal = exact > torch.finfo(dtype).tiny * 2**24  # away from subnormals, where relative error means nothing
     rel = ((sig.double() - exact).abs() / exact)[normal]
@@ -368,7 +387,7 @@ def test_native_sigmoid_is_within_two_ulp_and_keeps_torchs_special_values(dtype)
     assert silu[-len(special) + 1, 0] == float("inf")
 
 
-@needs_cc
+@needs_cxx
 def test_a_cache_folder_others_can_write_is_not_trusted(tmp_path):
     shared = tmp_path / "shared"
     (shared / "kansym").mkdir(parents=True)
@@ -379,4 +398,5 @@ def test_a_cache_folder_others_can_write_is_not_trusted(tmp_path):
     assert done.stdout.split() == ["True", "True"], done.stderr
     assert not list((shared / "kansym").iterdir())  # nothing built or loaded there
     private = tmpdir / f"kansym-{os.getuid()}"
-    assert len(list(private.glob("kernels_*.so"))) == 1 and private.stat().st_mode & 0o777 == 0o700
+    assert len(list(private.glob("kansym_kernels_*/kansym_kernels_*.so"))) == 1 and private.stat().st_mode & 0o777 == 0o700
+    assert all(p.stat().st_mode & 0o777 == 0o700 for p in private.iterdir())  # each build's folder private too

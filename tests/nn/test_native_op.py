@@ -1,4 +1,4 @@
-"""The C++ operator of the KAN layer (kansym.nn.fast.op): the ctypes path's numbers, its build and its fallbacks."""
+"""The C++ operator of the KAN layer (csrc/kan_op.cpp): the ctypes path's numbers, its build and its fallbacks."""
 
 import os
 import shutil
@@ -9,39 +9,35 @@ import time
 import pytest
 import torch
 
-from kansym.nn import KANLayer
-from kansym.nn.fast import FeatureCache, linear, native
-from kansym.nn.fast import op as fast_op
+from kansym.nn import KANLayer, fast
+from kansym.nn.fast import FeatureCache, backends, build, native_linear
 
-HAS_CXX = shutil.which(os.environ.get("CC", "cc")) is not None and any(
-    shutil.which(c) for c in (os.environ.get("CXX", "c++"), "g++", "clang++")
-)
-needs_cxx = pytest.mark.skipif(not HAS_CXX, reason="no C/C++ compiler: the operator cannot be built here")
+HAS_CXX = shutil.which(os.environ.get("CXX", "c++")) is not None
+needs_cxx = pytest.mark.skipif(not HAS_CXX, reason="no C++ compiler: the operator cannot be built here")
 
 
 @pytest.fixture(scope="module")
 def built():
-    if not native.available():
+    if backends.native_kernels() is None:
         pytest.skip("native kernels unavailable")
-    assert fast_op.wait(600), fast_op.status()  # with compilers present a failed build is a defect
+    chosen = fast.use_backend("op", timeout=600)
+    assert chosen.path == "op", chosen  # with a compiler present a failed build is a defect
     yield
-    fast_op.enable(True)
+    fast.use_backend("auto")
 
 
-def _step(layer, x, g, use_op, cache=None):
-    fast_op.enable(use_op)
+def _step(layer, x, g, path, cache=None):
+    fast.use_backend(path)
     try:
-        layer.feature_cache = cache
         for p in layer.parameters():
             p.grad = None
         x.grad = None
-        out = layer(x)
+        out = layer(x, cache=cache)
         out.backward(g)
         grads = [p.grad for p in layer.parameters()] + ([x.grad] if x.requires_grad else [])
         return [out.detach()] + grads
     finally:
-        fast_op.enable(True)
-        layer.feature_cache = None
+        fast.use_backend("op")
 
 
 @needs_cxx
@@ -62,12 +58,11 @@ def test_operator_gives_the_ctypes_paths_numbers_bit_for_bit(built, dtype, grid,
         assert layer.plan().piecewise
     x = (torch.randn(n, n_in, generator=gen, dtype=dtype) * 1.5).requires_grad_(x_grad)
     g = torch.randn(n, n_out, generator=gen, dtype=dtype)
-    via_op, via_ctypes = _step(layer, x, g, True), _step(layer, x, g, False)
+    via_op, via_ctypes = _step(layer, x, g, "op"), _step(layer, x, g, "native")
     assert len(via_op) == len(via_ctypes)
     for a, b in zip(via_op, via_ctypes):
         assert (a is None and b is None) if base_fun == "zero" and (a is None or b is None) else torch.equal(a, b)
     # and the operator was used: its backward node is a C++ node, not the Python function's
-    fast_op.enable(True)
     assert "CppNode" in layer(x).grad_fn.name()
 
 
@@ -79,9 +74,9 @@ def test_operator_with_a_feature_cache_and_nan_inputs(built):
     x[7, 2] = float("nan")
     g = torch.randn(50, 3, generator=gen)
     cache = FeatureCache()
-    first = _step(layer, x, g, True, cache)
-    again = _step(layer, x, g, True, cache)  # features from the cache this time
-    plain = _step(layer, x, g, False)
+    first = _step(layer, x, g, "op", cache)
+    again = _step(layer, x, g, "op", cache)  # features from the cache this time
+    plain = _step(layer, x, g, "native")
     assert cache.hits >= 1
     for a, b, c in zip(first, again, plain):
         for other in (b, c):
@@ -95,7 +90,7 @@ def test_operator_refuses_second_derivatives_and_checks_its_arguments(built):
     x = torch.randn(7, 3, dtype=torch.float64, requires_grad=True)
     with pytest.raises(RuntimeError, match="first derivatives only"):
         torch.autograd.grad(layer(x).sum(), x, create_graph=True)
-    kan_op, plan = fast_op.get(), layer.plan()
+    kan_op, plan = backends.operator(), layer.plan()
     args = (layer.coef, layer.scale_base, layer.scale_sp, layer.mask, [plan.t0, plan.inv_h], 3, True, plan.scale)
     with pytest.raises(RuntimeError, match="contiguous CPU tensor of x's dtype"):
         kan_op(x.float(), *args)  # float32 input, float64 parameters
@@ -109,7 +104,7 @@ def test_operator_refuses_second_derivatives_and_checks_its_arguments(built):
     with pytest.raises(RuntimeError, match=r"t0 and inv_h \(in,\)"):
         kan_op(x, *args[:4], [plan.t0, plan.inv_h[:1]], *args[5:])
     layer.update_grid(torch.randn(50, 3, dtype=torch.float64) ** 3)
-    bound = linear._native_bound(x, layer.plan(), True, layer.coef, layer.scale_base, layer.scale_sp, layer.mask)
+    bound = native_linear.native_bound(x, layer.plan(), True, layer.coef, layer.scale_base, layer.scale_sp, layer.mask)
     knots, origins, pieces = bound.grid
     pw_args = (layer.coef, layer.scale_base, layer.scale_sp, layer.mask)
     with pytest.raises(RuntimeError, match="origins"):
@@ -120,65 +115,89 @@ def test_operator_refuses_second_derivatives_and_checks_its_arguments(built):
     assert y.shape == (7, 2) and torch.isfinite(y).all()
 
 
-def _probe(env_extra: dict, timeout_s: float = 60) -> subprocess.CompletedProcess:
+def _probe(env_extra: dict, wait_s: float | None = 60) -> subprocess.CompletedProcess:
+    """A fresh process: one layer call, then ``use_backend("op")`` waiting ``wait_s`` (None: just ``backend()``)."""
+    pick = "fast.backend()" if wait_s is None else f"fast.use_backend('op', timeout={wait_s})"
     code = (
-        "import torch; from kansym.nn import KANLayer; from kansym.nn.fast import op;"
-        f"y = KANLayer(3, 2, 5, 3)(torch.randn(10, 3)); ok = op.wait({timeout_s});"
-        "print(ok, bool(torch.isfinite(y).all())); print(op.status())"
+        "import torch; from kansym.nn import KANLayer, fast;"
+        f"y = KANLayer(3, 2, 5, 3)(torch.randn(10, 3)); b = {pick};"
+        "print(b.path, bool(torch.isfinite(y).all())); print(b.operator)"
     )
     env = {**os.environ, "KANSYM_NATIVE": "1", "KANSYM_OP": "1", **env_extra}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
 
 
+def _failing_cxx(folder) -> str:
+    """A C++ compiler that builds the C kernels but fails on the operator's source (as one too old for torch's headers)."""
+    cxx = folder / "cxx-without-torch"
+    real = shutil.which(os.environ.get("CXX", "c++"))
+    cxx.write_text(f'#!/bin/sh\ncase "$*" in *kan_op.cpp*) echo "error: simulated failure" >&2; exit 1;; esac\n'
+                   f'exec {real} "$@"\n')
+    cxx.chmod(0o755)
+    return str(cxx)
+
+
 @needs_cxx
 def test_a_failing_build_is_noted_once_and_the_layer_keeps_the_ctypes_path(tmp_path):
-    first = _probe({"XDG_CACHE_HOME": str(tmp_path), "CXX": "false"})
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "CXX": _failing_cxx(tmp_path)}
+    first = _probe(env)
     assert first.returncode == 0, first.stderr
-    ok, finite, status = first.stdout.split(maxsplit=2)
-    assert (ok, finite) == ("False", "True")
-    assert status.startswith("unavailable: the build failed") and "exited with status 1" in status
-    (note,) = (tmp_path / "kansym").glob("op_*.failed")
-    assert str(note) in status and note.read_text().startswith("false (the operator) exited with status 1")
-    assert not list((tmp_path / "kansym").glob("op_*.so")) and not list((tmp_path / "kansym").glob(".op-build-*"))
-    assert not list((tmp_path / "kansym").glob("op_*.building"))  # the lock went with the build
+    head, status = first.stdout.strip().split("\n")
+    assert head == "native True"  # the C kernels serve
+    assert status.startswith("unavailable: the build failed") and "simulated failure" in status
+    (note,) = (tmp_path / "cache" / "kansym").glob("kansym_op_*/failed")
+    assert str(note) in status and note.read_text().startswith(f"{env['CXX']} could not build kansym_op_")
+    assert "backend 'op' is unavailable" in first.stderr  # use_backend("op") said so
+    here = note.parent
+    assert not list(here.glob("*.so")) and not (here / "lock").exists()  # no library, cpp_extension's baton released
+    assert not build._held(here)
     stamp = note.stat().st_mtime_ns
-    second = _probe({"XDG_CACHE_HOME": str(tmp_path), "CXX": "false"})  # not retried within a day
-    assert second.stdout.split()[0] == "False" and note.stat().st_mtime_ns == stamp
+    second = _probe(env)  # not retried within a day
+    assert second.stdout.split()[:2] == ["native", "True"] and note.stat().st_mtime_ns == stamp
 
 
 @needs_cxx
-def test_another_process_build_lock_is_waited_for_and_a_stale_one_taken_over(tmp_path, monkeypatch):
-    folder = tmp_path / "kansym"
-    folder.mkdir()
-    default_key = fast_op._key()
-    monkeypatch.setenv("CXX", "false")  # the probes' compiler: part of the build's key
-    key = fast_op._key()
-    assert key != default_key
-    lock = folder / f"op_{key}.building"
-    lock.write_text("")
-    waiting = _probe({"XDG_CACHE_HOME": str(tmp_path), "CXX": "false"}, timeout_s=1.5)
-    assert waiting.stdout.split()[:3] == ["False", "True", "building"], waiting.stderr
-    assert not list(folder.glob(".op-build-*")) and not list(folder.glob("op_*.failed"))  # nothing started
-    old = time.time() - 2 * fast_op._STALE_LOCK_S
-    os.utime(lock, (old, old))
-    took_over = _probe({"XDG_CACHE_HOME": str(tmp_path), "CXX": "false"})
-    assert "the build failed" in took_over.stdout  # it ran (and, with CXX=false, failed)
-    assert not lock.exists()
+def test_another_process_build_is_waited_for_and_a_killed_ones_leftovers_cleaned(tmp_path, monkeypatch):
+    fcntl = pytest.importorskip("fcntl")  # the build lock is POSIX flock
+    cache = tmp_path / "cache"
+    env = {"XDG_CACHE_HOME": str(cache), "CXX": _failing_cxx(tmp_path)}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    kernels = build.kernels_extension()
+    op = build.op_extension(kernels.library(cache / "kansym"))  # the operator the probes will want
+    here = cache / "kansym" / op.name
+    here.mkdir(parents=True)
+    fd = os.open(here / "build.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # "another process" is building it
+    try:
+        waiting = _probe(env, wait_s=1.5)
+    finally:
+        os.close(fd)  # ... and dies: the kernel releases its lock
+    assert waiting.stdout.split() == ["native", "True", "building"], waiting.stderr
+    assert not (here / "failed").exists()  # nothing started while it was held
+    (here / "lock").write_text("")  # what the killed build left: cpp_extension's baton and half a library
+    op.library(cache / "kansym").write_bytes(b"half a library")
+    took_over = _probe(env)
+    assert "the build failed" in took_over.stdout  # it ran (and, with this compiler, failed)
+    assert not (here / "lock").exists() and not op.library(cache / "kansym").exists()
 
 
 @needs_cxx
-def test_without_the_native_kernels_wait_returns_at_once_with_the_reason(tmp_path):
+def test_without_the_native_kernels_the_operator_is_unavailable_at_once(tmp_path):
     started = time.monotonic()
-    done = _probe({"XDG_CACHE_HOME": str(tmp_path), "CC": "false"}, timeout_s=60)  # the C kernels cannot build
+    done = _probe({"XDG_CACHE_HOME": str(tmp_path), "CXX": "false"}, wait_s=60)  # the C kernels cannot build
     assert time.monotonic() - started < 45  # not the whole 60 s
-    ok, finite, status = done.stdout.split(maxsplit=2)
-    assert (ok, finite) == ("False", "True") and status.startswith("unavailable: the native C kernels are unavailable")
-    off = _probe({"XDG_CACHE_HOME": str(tmp_path), "KANSYM_NATIVE": "0"}, timeout_s=60)
-    assert off.stdout.split() == ["False", "True", "disabled"]
+    head, status = done.stdout.strip().split("\n")
+    assert head == "torch True" and status.startswith("unavailable: the native C kernels are unavailable")
+    off = _probe({"XDG_CACHE_HOME": str(tmp_path), "KANSYM_NATIVE": "0"}, wait_s=None)
+    assert off.stdout.split() == ["torch", "True", "off"]
 
 
 @pytest.mark.parametrize("switch", ["KANSYM_OP", "KANSYM_NATIVE"])
 def test_kansym_op_0_and_kansym_native_0_keep_the_operator_off(tmp_path, switch):
-    done = _probe({"XDG_CACHE_HOME": str(tmp_path), switch: "0"}, timeout_s=1)
-    assert done.stdout.split() == ["False", "True", "disabled"], done.stderr
-    assert not list(tmp_path.rglob("op_*")) and not list(tmp_path.rglob(".op-build-*"))
+    done = _probe({"XDG_CACHE_HOME": str(tmp_path), switch: "0"}, wait_s=None)
+    path = "native" if switch == "KANSYM_OP" else "torch"
+    if path == "native" and "unavailable" in done.stdout:
+        pytest.skip("native kernels unavailable")
+    assert done.stdout.split() == [path, "True", "off"], done.stderr
+    assert not list(tmp_path.rglob("kansym_op_*"))

@@ -98,25 +98,26 @@ def test_fit_with_it_ends_where_fit_with_torch_lbfgs_ends():
     from kansym.train.config import TrainConfig
 
     fit_module = importlib.import_module("kansym.train.fit")
+    optim_module = importlib.import_module("kansym.train.optim")  # where fit makes its optimizer
     gen = torch.Generator().manual_seed(0)
     x = torch.rand(300, 2, generator=gen, dtype=torch.float64) * 2 - 1
     y = torch.exp(torch.sin(torch.pi * x[:, :1]) + x[:, 1:] ** 2)
     model = KAN(KANConfig(width=(2, 3, 1), seed=0)).double()
     config = TrainConfig(steps=4, lamb=0.0, num_threads=1, grid_update_every=2, stop_grid_update_step=3)
     used = []
-    real = fit_module.FlatLBFGS
+    real = optim_module.FlatLBFGS
 
     def spy(param, **kw):
         used.append(type(param))
         return real(param, **kw)
 
     try:
-        fit_module.FlatLBFGS = spy
+        optim_module.FlatLBFGS = spy
         ours = fit_module.fit(model, x, y, config, progress=False)
-        fit_module.FlatLBFGS = lambda param, **kw: torch.optim.LBFGS([param], line_search_fn="strong_wolfe", **kw)
+        optim_module.FlatLBFGS = lambda param, **kw: torch.optim.LBFGS([param], line_search_fn="strong_wolfe", **kw)
         ref = fit_module.fit(model, x, y, config, progress=False)
     finally:
-        fit_module.FlatLBFGS = real
+        optim_module.FlatLBFGS = real
     assert used  # the numpy optimizer ran
     assert ours.history.train_loss[-1] < 1e-3
     assert ours.history.train_loss[-1] == pytest.approx(ref.history.train_loss[-1], rel=1e-6)

@@ -198,14 +198,15 @@ def test_lbfgs_on_the_flat_parameter_vector_equals_lbfgs_on_the_tensors():
         def release(self):
             pass
 
+    optim_module = importlib.import_module("kansym.train.optim")  # where fit makes its optimizer
     real_lbfgs = torch.optim.LBFGS
-    original = fit_module._FlatParams
+    original = optim_module.FlatParams
     try:
-        fit_module._FlatParams = Tensors
+        optim_module.FlatParams = Tensors
         torch.optim.LBFGS = lambda params, **kw: real_lbfgs(params[0].params, **kw)
         tensors = fit_module.fit(model, x, y, config, progress=False).model
     finally:
-        fit_module._FlatParams, torch.optim.LBFGS = original, real_lbfgs
+        optim_module.FlatParams, torch.optim.LBFGS = original, real_lbfgs
     for (name, a), b in zip(flat.state_dict().items(), tensors.state_dict().values()):
         assert torch.equal(a, b), name
     storages = {p.untyped_storage().data_ptr() for p in flat.parameters()}
@@ -215,7 +216,7 @@ def test_lbfgs_on_the_flat_parameter_vector_equals_lbfgs_on_the_tensors():
 def test_an_lbfgs_state_saved_over_separate_tensors_loads_into_the_flat_optimizer():
     import importlib
 
-    fit_module = importlib.import_module("kansym.train.fit")
+    optim_module = importlib.import_module("kansym.train.optim")
     a = torch.nn.Parameter(torch.tensor([1.0, -2.0], dtype=torch.float64))
     b = torch.nn.Parameter(torch.tensor([[0.5]], dtype=torch.float64))
 
@@ -228,9 +229,40 @@ def test_an_lbfgs_state_saved_over_separate_tensors_loads_into_the_flat_optimize
     old = torch.optim.LBFGS([a, b], max_iter=3)
     old.step(closure)
     saved = old.state_dict()
-    flat = fit_module._FlatParams([a, b])
+    flat = optim_module.FlatParams([a, b])
     new = torch.optim.LBFGS([flat.flat], max_iter=3)
-    new.load_state_dict(fit_module._as_flat_lbfgs_state(saved))
+    new.load_state_dict(optim_module.as_flat_lbfgs_state(saved))
     assert torch.equal(new.state[flat.flat]["d"], old.state[a]["d"])  # the same flat direction
     assert new.state[flat.flat]["n_iter"] == old.state[a]["n_iter"] > 0
     flat.release()
+
+
+def test_fit_passes_the_feature_cache_explicitly_and_it_changes_no_number(monkeypatch):
+    """fit hands one FeatureCache to every forward of the run; a cache that never reuses gives the same model bit for bit."""
+    import importlib
+
+    from kansym.nn.fast.cache import FeatureCache, features_of
+
+    fit_module = importlib.import_module("kansym.train.fit")
+    caches = []
+
+    class Counting(FeatureCache):
+        def __init__(self):
+            super().__init__()
+            caches.append(self)
+
+    class NoReuse(FeatureCache):  # computes the features afresh on every call
+        def features(self, x, xc, plan, *, with_base, with_deriv, aux=False):
+            return features_of(x, xc, plan, None, with_base, with_deriv, aux)
+
+    x, y = _sine(n=120)
+    model = KAN(KANConfig(width=(1, 3, 1), seed=2)).double()
+    cfg = TrainConfig(steps=6, lamb=0.01, grid_update_every=3, stop_grid_update_step=5, num_threads=1)
+    monkeypatch.setattr(fit_module, "FeatureCache", Counting)
+    cached = fit(model, x.double(), y.double(), cfg, progress=False).model
+    monkeypatch.setattr(fit_module, "FeatureCache", NoReuse)
+    fresh = fit(model, x.double(), y.double(), cfg, progress=False).model
+    assert len(caches) == 1 and caches[0].hits > 10  # one cache, reused in the closures and evaluations
+    for (name, a), b in zip(cached.state_dict().items(), fresh.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert all(not hasattr(layer, "feature_cache") for layer in cached.layers)

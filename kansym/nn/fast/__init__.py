@@ -36,21 +36,37 @@ B_{i+1,k-1} / (t_{i+k+1} - t_{i+1}))`` on the reference path (de Boor 1978).
 Then ``dL/dx = sum_r (dL/dF W)_r dF_r/dx``. Elementwise work runs in row chunks on
 reused buffers, so only ``F`` and ``dF/dx`` are full-size: no autograd graph of the
 basis and no ``(N, out, in)`` tensor. :func:`compile_kernels` fuses the cubic
-uniform-grid kernel with ``torch.compile`` (optional). On CPU the node is native
-(:mod:`kansym.nn.fast.native`: C kernels through ctypes) and, once its background build
-is done, one C++ operator (:mod:`kansym.nn.fast.op`) with no Python in the backward.
+uniform-grid kernel with ``torch.compile`` (optional).
+
+On CPU the node runs native code (C++ sources in ``csrc/``, built on first use with
+``torch.utils.cpp_extension``, :mod:`kansym.nn.fast.build`): the C kernels through ctypes
+(:mod:`kansym.nn.fast.native`) and, once its background build is done, the whole layer as
+one C++ operator with no Python in the backward. Which path runs is one choice per
+process, read once from the environment (``KANSYM_NATIVE=0``: tensor kernels only;
+``KANSYM_OP=0``: no operator) and changed or reported with :func:`use_backend` and
+:func:`backend`::
+
+    >>> from kansym.nn import fast
+    >>> fast.backend().path in ("op", "native", "torch")
+    True
+    >>> fast.use_backend("torch").path  # tensor kernels for this process (nothing native)
+    'torch'
+    >>> fast.use_backend("auto").requested
+    'auto'
 
 Device placement: every tensor is created on the input's device, the plan's knots
 follow the layer's ``grid`` buffer, and inputs in float16/bfloat16 (autocast) are
 evaluated in float32; the matmul runs in the autocast dtype.
 """
 
-from kansym.nn.fast.kernels import compile_kernels, features
+from kansym.nn.fast.backends import Backend, backend, use_backend
 from kansym.nn.fast.cache import FeatureCache
-from kansym.nn.fast.linear import kan_linear, kan_linear_l1, spline_basis
+from kansym.nn.fast.kernels import compile_kernels, features
+from kansym.nn.fast.l1 import kan_linear_l1
+from kansym.nn.fast.linear import kan_linear, spline_basis
 from kansym.nn.fast.plan import SplinePlan, make_plan
 
 __all__ = [
     "SplinePlan", "FeatureCache", "make_plan", "features", "kan_linear", "kan_linear_l1", "spline_basis",
-    "compile_kernels",
+    "compile_kernels", "Backend", "backend", "use_backend",
 ]

@@ -1,7 +1,7 @@
 """A plan's native kernels bound once: the lean per-call path of the KAN layer on CPU.
 
 :func:`bind` looks up, per plan, dtype and base choice, the C functions of
-:mod:`kansym.nn.fast.native` and the pointers and sizes of the plan's grid tensors, and
+:class:`kansym.nn.fast.native.NativeKernels` and the pointers and sizes of the plan's grid tensors, and
 caches the result on the plan, so a layer call does one dictionary lookup instead of
 re-deriving them (for a small layer that Python work was a third of a forward+backward).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from kansym.nn.fast import native
+from kansym.nn.fast import backends, native
 
 __all__ = ["Bound", "bind"]
 
@@ -21,39 +21,39 @@ class Bound:
     Built by :func:`bind` and cached on the plan, so a layer call does a dictionary
     lookup instead of re-deriving the kernel, its grid pointers and sizes: the fixed
     cost of a small layer's step is mostly such Python work. Methods take contiguous
-    CPU tensors of the bound dtype (the caller checks, see :func:`params_usable`).
+    CPU tensors of the bound dtype (the caller checks, see :func:`kansym.nn.fast.native.params_usable`).
     """
 
     __slots__ = ("plan", "dtype", "wb", "n_basis", "rows", "scale", "order", "grid", "_fwd", "_bwd", "_weight", "_grads",
                  "_grid", "_ptrs", "_ints")
 
-    def __init__(self, plan, dtype: torch.dtype, with_base: bool) -> None:
+    def __init__(self, kernels: native.NativeKernels, plan, dtype: torch.dtype, with_base: bool) -> None:
         self.plan, self.dtype, self.wb = plan, dtype, int(with_base)
         self.n_basis = plan.n_basis
         self.rows = plan.n_basis + self.wb  # R: rows of F per input
         self.scale = plan.scale
         if plan.uniform:
             self._grid = (native._as(plan.t0, dtype), native._as(plan.inv_h, dtype))
-            self._fwd, self._bwd = native._kernel("kansym_cubic_fwd", dtype), native._kernel("kansym_cubic_bwd", dtype)
+            self._fwd, self._bwd = kernels.fn("kansym_cubic_fwd", dtype), kernels.fn("kansym_cubic_bwd", dtype)
             self._ints = ()
         else:
-            self._grid = native._plan_tensors(plan, dtype)
-            self._fwd, self._bwd = native._kernel("kansym_pw_fwd", dtype), native._kernel("kansym_pw_bwd", dtype)
+            self._grid = native.plan_tensors(plan, dtype)
+            self._fwd, self._bwd = kernels.fn("kansym_pw_fwd", dtype), kernels.fn("kansym_pw_bwd", dtype)
             self._ints = (self._grid[0].shape[1], plan.order)
-        self._ptrs = tuple(native._ptr(t) for t in self._grid)
-        self.order, self.grid = plan.order, list(self._grid)  # the arguments of the C++ operator (kansym.nn.fast.op)
-        self._weight, self._grads = native._kernel("kansym_weight", dtype), native._kernel("kansym_param_grads", dtype)
+        self._ptrs = tuple(t.data_ptr() for t in self._grid)
+        self.order, self.grid = plan.order, list(self._grid)  # the arguments of the C++ operator (csrc/kan_op.cpp)
+        self._weight, self._grads = kernels.fn("kansym_weight", dtype), kernels.fn("kansym_param_grads", dtype)
 
     def features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``F (N, R, in)`` and ``sigmoid(x)`` (None without a base), as :func:`native.cubic_features`."""
-        return native._call_features(self._fwd, self._ptrs, self._ints, x, self.n_basis, self.wb)
+        """``F (N, R, in)`` and ``sigmoid(x)`` (None without a base), as :meth:`NativeKernels.cubic_features`."""
+        return native.call_features(self._fwd, self._ptrs, self._ints, x, self.n_basis, self.wb)
 
     def input_grad(self, g_feats: torch.Tensor, x: torch.Tensor, sig: torch.Tensor | None) -> torch.Tensor:
-        """``dL/dx (N, in)`` from contiguous ``dL/dF`` laid out ``(N, R, in)``, as :func:`native.cubic_input_grad`."""
-        return native._call_input_grad(self._bwd, self._ptrs, self._ints, g_feats, x, sig, self.n_basis)
+        """``dL/dx (N, in)`` from contiguous ``dL/dF`` laid out ``(N, R, in)``, as :meth:`NativeKernels.cubic_input_grad`."""
+        return native.call_input_grad(self._bwd, self._ptrs, self._ints, g_feats, x, sig, self.n_basis)
 
     def weight(self, coef, scale_base, scale_sp, mask) -> tuple[torch.Tensor, torch.Tensor]:
-        """``W (out, R, in)`` and ``live (out, in)``, as :func:`native.weight`."""
+        """``W (out, R, in)`` and ``live (out, in)``, as :meth:`NativeKernels.weight`."""
         n_out, width, k = coef.shape
         w = torch.empty(n_out, self.rows, width, dtype=self.dtype)
         live = torch.empty(n_out, width, dtype=self.dtype)
@@ -62,7 +62,7 @@ class Bound:
         return w, live
 
     def param_grads(self, g_w, coef, mask, live) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """Gradients of ``coef``, ``scale_base`` (None without a base) and ``scale_sp`` from contiguous ``g_W``, as :func:`native.param_grads`."""
+        """Gradients of ``coef``, ``scale_base`` (None without a base) and ``scale_sp`` from contiguous ``g_W``, as :meth:`NativeKernels.param_grads`."""
         n_out, width, k = coef.shape
         g_coef = torch.empty_like(coef)
         g_sp = torch.empty(n_out, width, dtype=self.dtype)
@@ -88,17 +88,18 @@ def bind(plan, dtype: torch.dtype, with_base: bool) -> Bound | None:
     Native kernels exist for cubic uniform plans and piecewise plans of order <= 7, in
     float32 and float64. Cached on the plan (a new plan comes with every grid change).
     """
-    if not native.available():  # checked on every call: enable(False) or KANSYM_NATIVE=0 switch them off at once
+    kernels = backends.native_kernels()  # on every call: use_backend("torch") switches them off at once
+    if kernels is None:
         return None
     cache = plan.__dict__.get("_native_bound")
     if cache is None:
         cache = plan.__dict__["_native_bound"] = _EmptyOnCopy()
-    key = (dtype, with_base, id(native._lib))
+    key = (dtype, with_base, id(kernels))
     found = cache.get(key, False)
     if found is not False:
         return found
     ok = (dtype is torch.float32 or dtype is torch.float64) and (
         (plan.uniform and plan.order == 3) or (plan.piecewise and plan.order <= native.MAX_ORDER)
     )
-    cache[key] = bound = Bound(plan, dtype, with_base) if ok else None
+    cache[key] = bound = Bound(kernels, plan, dtype, with_base) if ok else None
     return bound

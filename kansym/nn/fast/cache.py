@@ -1,4 +1,4 @@
-"""The first layer's features kept across the closures of a training loop (:class:`FeatureCache`).
+"""The first layer's features kept across the closures of a training loop (:class:`FeatureCache`), passed explicitly.
 
 See :mod:`kansym.nn.fast` for the algorithms and their sources.
 """
@@ -12,7 +12,7 @@ import torch
 from kansym.nn.fast.kernels import features
 from kansym.nn.fast.plan import SplinePlan
 
-__all__ = ["FeatureCache"]
+__all__ = ["FeatureCache", "features_of"]
 
 
 class FeatureCache:
@@ -23,9 +23,11 @@ class FeatureCache:
     computed once per grid. A hit needs the very same tensor object (held by weak
     reference, so a freed input cannot alias a new one), unchanged since
     (``Tensor._version``), the same plan object (replaced on every grid change) and the
-    same options. Keeps the ``size`` most recent inputs (default 2: the training rows
-    and the validation rows of :func:`kansym.train.fit.fit`, which sets one on the first
-    layer during a fit); memory: their ``F`` (and ``dF/dx`` where asked for).
+    same options, so a cache filled on one input is never used for another. Keeps the
+    ``size`` most recent inputs (default 2: the training rows and the validation rows of
+    :func:`kansym.train.fit.fit`, which passes one to every forward of a fit,
+    ``model(x, feature_cache=cache)``); memory: their ``F`` (and ``dF/dx`` where asked
+    for). Nothing is kept on the layer: a forward without the argument computes afresh.
 
     Parameters
     ----------
@@ -37,15 +39,6 @@ class FeatureCache:
         self.size = max(1, int(size))
         self._entries: list[tuple] = []  # (weakref to x, key, plan, (F, dF/dx)), most recent last
         self.hits = 0
-
-    def __deepcopy__(self, memo) -> "FeatureCache":
-        return FeatureCache(self.size)  # a copied layer starts with an empty cache
-
-    def __getstate__(self) -> dict:
-        return {"size": self.size}
-
-    def __setstate__(self, state) -> None:
-        self.__init__(state.get("size", 2))
 
     def features(
         self, x: torch.Tensor, xc: torch.Tensor, plan: SplinePlan, *, with_base: bool, with_deriv: bool, aux: bool = False
@@ -67,3 +60,11 @@ class FeatureCache:
     def clear(self) -> None:
         """Drop every entry."""
         self._entries = []
+
+
+def features_of(x: torch.Tensor, xc: torch.Tensor, plan: SplinePlan, cache: FeatureCache | None, with_base: bool,
+                with_deriv: bool, aux: bool = False):
+    """:func:`kansym.nn.fast.kernels.features` of ``xc`` (``x`` in the compute dtype), through ``cache`` when given."""
+    if cache is None:
+        return features(xc, plan, with_base=with_base, with_deriv=with_deriv, aux=aux)
+    return cache.features(x, xc, plan, with_base=with_base, with_deriv=with_deriv, aux=aux)

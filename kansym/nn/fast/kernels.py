@@ -10,7 +10,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from kansym.nn.fast import native
+from kansym.nn.fast import backends, native
 from kansym.nn.fast.plan import SplinePlan
 
 __all__ = ["features", "contract", "input_grad", "recomputes_derivative", "compile_kernels"]
@@ -142,7 +142,7 @@ def _native_kind(plan: SplinePlan, x: torch.Tensor) -> str | None:
         kind = "piecewise"
     else:
         return None
-    return kind if native.usable(x) else None
+    return kind if native.usable(x) and backends.native_kernels() is not None else None
 
 
 def recomputes_derivative(plan: SplinePlan, x: torch.Tensor) -> bool:
@@ -178,9 +178,10 @@ def input_grad(
     kind = _native_kind(plan, x)
     if kind is not None:
         sig = (aux if aux is not None else torch.sigmoid(x)) if with_base else None
+        kernels = backends.native_kernels()
         if kind == "cubic":
-            return native.cubic_input_grad(g_feats, x, sig, plan.t0, plan.inv_h)
-        return native.piecewise_input_grad(g_feats, x, sig, plan)
+            return kernels.cubic_input_grad(g_feats, x, sig, plan.t0, plan.inv_h)
+        return kernels.piecewise_input_grad(g_feats, x, sig, plan)
     dfac = plan.dfac.to(x.dtype)
     t0, inv_h, centers = plan.t0.to(x.dtype), plan.inv_h.to(x.dtype), plan.centers.to(x.dtype)
     return _run_compiled("cubic_input_grad", g_feats, x, t0, inv_h, dfac, centers, with_base)
@@ -312,10 +313,11 @@ def features(
     k_basis, off = plan.n_basis, int(with_base)
     kind = None if with_deriv else _native_kind(plan, x)
     if kind is not None:
+        kernels = backends.native_kernels()
         if kind == "cubic":
-            feats, sig = native.cubic_features(x, plan.t0, plan.inv_h, k_basis, with_base)
+            feats, sig = kernels.cubic_features(x, plan.t0, plan.inv_h, k_basis, with_base)
         else:
-            feats, sig = native.piecewise_features(x, plan, with_base)
+            feats, sig = kernels.piecewise_features(x, plan, with_base)
         return feats, (sig if aux else None)
     dfac = plan.dfac.to(x.dtype) if plan.dfac is not None else None
     if _compiled and plan.uniform and plan.order == 3:

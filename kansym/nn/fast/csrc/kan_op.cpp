@@ -1,36 +1,19 @@
-"""C++ source of the KAN layer as one torch operator (see :mod:`kansym.nn.fast.op`).
+/* The KAN layer as one C++ torch operator: kan_linear, forward and backward without Python.
 
-The operator ``kan_linear`` runs the forward and the backward of
-:class:`kansym.nn.fast.linear._KANLinearNative` (native ``W`` and ``F``, one matmul;
-``F^T g`` with the parameter gradients, ``g W`` with the native input gradient) as a
-C++ ``torch::autograd::Function``, so a layer call crosses Python once and its backward
-not at all. It calls the C kernels of :mod:`kansym.nn.fast.native_source`, compiled into
-the same library. ``KS_NS`` (the operator namespace) is set by the build.
-"""
-
-_CXX_SOURCE = r"""
+   The operator runs the forward and the backward of kansym.nn.fast.native_linear's
+   _KANLinearNative (native W and F, one matmul; F^T g with the parameter gradients, g W with
+   the native input gradient) as a torch::autograd::Function, so a layer call crosses Python
+   once and its backward not at all (a Python autograd.Function costs about 60-100 us per
+   forward+backward here). It calls the C kernels of kan_kernels.h in the kernels library it
+   is linked against: the very code the ctypes path runs, so the same numbers bit for bit.
+   Built by kansym/nn/fast/build.py with torch.utils.cpp_extension; its namespace is the
+   extension's name (TORCH_EXTENSION_NAME, kansym_op_<key>). */
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
-#define KS_DECLARE(T, S)                                                                          \
-    void kansym_weight_##S(const T *, const T *, const T *, const T *, int64_t, int64_t, int64_t, \
-                           int64_t, double, T *, T *);                                            \
-    void kansym_param_grads_##S(const T *, const T *, const T *, const T *, int64_t, int64_t,     \
-                                int64_t, int64_t, double, T *, T *, T *);                         \
-    void kansym_cubic_fwd_##S(const T *, T *, const T *, const T *, int64_t, int64_t,             \
-                              int64_t, int64_t, T *);                                             \
-    void kansym_cubic_bwd_##S(const T *, const T *, const T *, const T *, const T *, int64_t,     \
-                              int64_t, int64_t, int64_t, T *);                                    \
-    void kansym_pw_fwd_##S(const T *, T *, const T *, const T *, const T *, int64_t,              \
-                           int64_t, int64_t, int64_t, int64_t, int64_t, T *);                     \
-    void kansym_pw_bwd_##S(const T *, const T *, const T *, const T *, const T *, const T *,      \
-                           int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, T *);
-extern "C" {
-KS_DECLARE(float, f32)
-KS_DECLARE(double, f64)
-}
+#include "kan_kernels.h"
 
 namespace {
 
@@ -233,10 +216,9 @@ Tensor kan_linear(const Tensor &x, const Tensor &coef, const Tensor &scale_base,
 
 }  // namespace
 
-TORCH_LIBRARY(KS_NS, m) {
+TORCH_LIBRARY(TORCH_EXTENSION_NAME, m) {
     m.def("kan_linear(Tensor x, Tensor coef, Tensor scale_base, Tensor scale_sp, Tensor mask, Tensor[] grid, "
           "int order, bool with_base, float scale, Tensor? feats=None, Tensor? sig=None) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(KS_NS, CompositeImplicitAutograd, m) { m.impl("kan_linear", kan_linear); }
-"""
+TORCH_LIBRARY_IMPL(TORCH_EXTENSION_NAME, CompositeImplicitAutograd, m) { m.impl("kan_linear", kan_linear); }
