@@ -320,7 +320,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help="also write the JSON lines to this file")
     p.add_argument("--summary", type=Path, default=None, help="also write the Markdown summary to this file")
     p.add_argument("--report", type=Path, nargs="+", default=None, metavar="JSONL",
-                   help="run nothing: print one table (by method, half, noise, units) of these runs' JSON lines")
+                   help="run nothing: print one table (by method, half, noise, units) of these runs' JSON lines "
+                        "(--half keeps one half)")
     args = p.parse_args(argv)
     if args.jobs < 1 or args.time_limit <= 0 or args.rows < 10 or args.test_rows < 1 or args.noise < 0:
         p.error("--jobs >= 1, --time-limit > 0, --rows >= 10, --test-rows >= 1 and --noise >= 0 are required")
@@ -352,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {missing[0]} not found", file=sys.stderr)
             return 2
         rows = [{"half": half_of(r["id"]), **r} for r in read_rows(args.report)]
+        rows = [r for r in rows if args.half in ("all", r["half"])]
         print(report(rows, args.report), end="")
         return 0
     if not args.equations.exists():
