@@ -18,24 +18,37 @@ For each equation of a CSV in the format of ``shared/data/feynman/equations.csv`
    each variable's sign taken from its range (:meth:`Equation.truth_on_ranges`)
    and the formula's R² on the held-out rows (noise-free targets).
 
-Each equation runs in its own process with one torch thread, ``--jobs`` at a time; an
+Each equation runs in its own process with one thread, ``--jobs`` at a time; an
 equation whose discovery exceeds ``--time-limit`` seconds is stopped and counts as not
-recovered. With ``--peer pykan``, pykan's documented workflow (:func:`run_pykan`) runs on
-the same rows under the same limit. One JSON line per equation (and method) goes to
-stdout (and ``--out``), then a Markdown summary (also to ``--summary``)::
+recovered. ``--peer`` adds symbolic-regression peers, each in its own process on the same
+rows, under the same limit, judged by the same check (``bench/sr_peers.py``: RILS-ROLS,
+Operon and gplearn with SRBench's settings, pykan's documented workflow); kansym always
+runs. PySR is not among them: importing it downloads Julia. The peers come from
+``pip install -e .[bench]``, except RILS-ROLS, whose source package imports pybind11
+without declaring it::
+
+    pip install pybind11 setuptools wheel && pip install --no-build-isolation rils-rols==1.6.7
+
+The equations fall in two fixed halves by a rule on the id alone (:func:`half_of`: the
+first byte of its SHA-256 even -> ``tuning``, odd -> ``validation``); ``--half`` runs one.
+Tune on the tuning half; the validation half says whether it generalises. One JSON line per
+equation and method goes to stdout (and ``--out``), then a Markdown summary (also to
+``--summary``) with both halves apart and the guardrail counts of kansym's printed formulas
+(``bench/formula_guard.py``). ``--report`` reads the JSON lines of several runs (noise 0 and
+0.01, with and without units) and prints one table of them, running nothing::
 
     python bench/feynman.py --equations ../shared/data/feynman/equations.csv \\
-        --ids I.12.1,I.14.3 --time-limit 120 --jobs 1 --out feynman.jsonl
+        --ids I.12.1,I.14.3 --time-limit 120 --jobs 1 --peer rils,operon,gplearn --out feynman.jsonl
+    python bench/feynman.py --report n0.jsonl n1.jsonl n0-no-units.jsonl n1-no-units.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import math
 import multiprocessing as mp
-import platform
-import statistics
+import os
 import sys
 import time
 import traceback
@@ -48,11 +61,19 @@ import pandas as pd
 import sympy
 
 # import kansym from the tree this script lives in (an exported copy of a commit measures that
-# commit, not the editable install of the working tree)
+# commit, not the editable install of the working tree), and this script's sibling modules
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parent))
+
+import sr_peers  # noqa: E402
+from feynman_report import read_rows, report, summary  # noqa: E402
+from formula_guard import guardrail_flags  # noqa: E402
 
 DEFAULT_EQUATIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "feynman" / "equations.csv"
 VERIFY_GRACE = 30.0  # seconds allowed after the time limit for the recovery check
+METHODS = ("kansym", *sr_peers.PEERS)
+HALVES = ("tuning", "validation", "all")
+
 # names in the equations' text that mean functions, not variables
 FUNCTIONS = {"exp": sympy.exp, "sqrt": sympy.sqrt, "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan,
              "arcsin": sympy.asin, "arccos": sympy.acos, "arctan": sympy.atan, "ln": sympy.log,
@@ -128,6 +149,30 @@ def load_equations(path: Path) -> list[Equation]:
     return out
 
 
+def half_of(equation_id: str) -> str:
+    """The fixed half of an equation, from its id alone: ``tuning`` when the first byte of
+    the SHA-256 of the id (UTF-8) is even, ``validation`` when it is odd."""
+    return "tuning" if hashlib.sha256(equation_id.encode("utf-8")).digest()[0] % 2 == 0 else "validation"
+
+
+def equation_rows(eq: Equation, args: argparse.Namespace) -> sr_peers.Rows | None:
+    """The rows every method of ``eq`` gets (``None`` if the law is not finite on them):
+    ``--rows`` training rows, then ``--test-rows`` held-out rows, then the training target's
+    noise, all from one generator seeded by ``--seed`` and the equation's position."""
+    rng = np.random.default_rng([args.seed, eq.index])
+    x, y = eq.sample(args.rows, rng)
+    x_test, y_test = eq.sample(args.test_rows, rng)
+    if not (np.all(np.isfinite(y)) and np.all(np.isfinite(y_test))):
+        return None
+    if args.noise > 0:
+        sigma = args.noise * float(np.sqrt(np.mean(y**2)))
+        y = y + rng.normal(0.0, sigma, size=y.shape)
+    return sr_peers.Rows(x, y, x_test, y_test)
+
+
+NOT_FINITE = "the law is not finite on its ranges"
+
+
 def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
     """Sample, discover, verify one equation (runs inside a worker process)."""
     import torch
@@ -137,15 +182,10 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
     from kansym.symbolic.verify import is_exact_recovery, r2_score
 
     torch.set_num_threads(1)
-    rng = np.random.default_rng([args.seed, eq.index])
-    x, y = eq.sample(args.rows, rng)
-    x_test, y_test = eq.sample(args.test_rows, rng)
-    if not (np.all(np.isfinite(y)) and np.all(np.isfinite(y_test))):
-        return {"id": eq.id, "recovered": False, "error": "the law is not finite on its ranges"}
-    y_fit = y
-    if args.noise > 0:
-        sigma = args.noise * float(np.sqrt(np.mean(y**2)))
-        y_fit = y + rng.normal(0.0, sigma, size=y.shape)
+    data = equation_rows(eq, args)
+    if data is None:
+        return {"id": eq.id, "recovered": False, "error": NOT_FINITE}
+    x, y_fit = data.x, data.y
     t0 = time.perf_counter()
     use_units = args.units and eq.output_units is not None
     if use_units:  # the units of the equations CSV, given to the public API as a user would
@@ -157,13 +197,14 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
     seconds = time.perf_counter() - t0
     formula = result.formulas[0]
     with np.errstate(all="ignore"):
-        pred = formula(x_test)
-    r2_test = r2_score(y_test, pred) if np.all(np.isfinite(pred)) else None
+        pred = formula(data.x_test)
+    r2_test = r2_score(data.y_test, pred) if np.all(np.isfinite(pred)) else None
     recovered = bool(is_exact_recovery(eq.truth_on_ranges(), formula.expr, symbols=list(eq.names)))
     return {
         "id": eq.id,
         "recovered": recovered and seconds <= args.time_limit,
         "formula": str(formula.expr),
+        "guardrails": list(guardrail_flags(formula.expr)),
         "r2_test": r2_test,
         "r2_model_test": formula.r2_model_test,  # the model's R² on the pipeline's own held-out rows
         "warning": formula.warning,
@@ -179,68 +220,39 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
     }
 
 
-PYKAN_LIB = ["x", "x^2", "x^3", "x^4", "exp", "log", "sqrt", "tanh", "sin", "abs"]
+def run_method(method: str, eq: Equation, args: argparse.Namespace) -> dict:
+    """One method on one equation: kansym's pipeline (:func:`run_equation`) or a peer
+    (:func:`sr_peers.run_peer`) on the same rows."""
+    if method == "kansym":
+        return {"method": "kansym", **run_equation(eq, args)}
+    data = equation_rows(eq, args)
+    if data is None:
+        return {"id": eq.id, "method": method, "recovered": False, "error": NOT_FINITE}
+    return sr_peers.run_peer(method, eq, data, args.time_limit, args.seed)
 
 
-def run_pykan(eq: Equation, args: argparse.Namespace) -> dict:
-    """pykan's documented workflow (README / hellokan.ipynb of pykan 0.2.x) on the same rows:
-    KAN([d, 5, 1], grid 3, k 3) -> fit(LBFGS, 50 steps, lamb 1e-3) -> prune -> fit -> refine(10)
-    -> fit -> auto_symbolic(its library) -> fit -> symbolic_formula, rounded to 4 digits."""
-    import os
-    import tempfile
-
-    import torch
-    from kan import KAN
-    from kan.utils import ex_round
-
-    from kansym.symbolic.verify import is_exact_recovery, r2_score
-
-    torch.set_num_threads(1)
-    os.chdir(tempfile.mkdtemp(prefix="pykan-"))  # pykan writes checkpoints to ./model
-    rng = np.random.default_rng([args.seed, eq.index])
-    x, y = eq.sample(args.rows, rng)
-    x_test, y_test = eq.sample(args.test_rows, rng)
-    if args.noise > 0:
-        y = y + rng.normal(0.0, args.noise * float(np.sqrt(np.mean(y**2))), size=y.shape)
-    t = lambda a: torch.tensor(a, dtype=torch.float32)  # noqa: E731
-    dataset = {"train_input": t(x), "train_label": t(y[:, None]), "test_input": t(x_test), "test_label": t(y_test[:, None])}
-    t0 = time.perf_counter()
-    model = KAN(width=[len(eq.names), 5, 1], grid=3, k=3, seed=args.seed, auto_save=False)
-    model.fit(dataset, opt="LBFGS", steps=50, lamb=0.001, log=10**9)
-    model = model.prune()
-    model.fit(dataset, opt="LBFGS", steps=50, log=10**9)
-    model = model.refine(10)
-    model.fit(dataset, opt="LBFGS", steps=50, log=10**9)
-    model.auto_symbolic(lib=PYKAN_LIB, verbose=0)
-    model.fit(dataset, opt="LBFGS", steps=50, log=10**9)
-    expr = ex_round(model.symbolic_formula(var=list(eq.names))[0][0], 4)
-    seconds = time.perf_counter() - t0
-    syms = sympy.symbols(eq.names, real=True, seq=True)
-    expr = expr.xreplace({s: next(v for v in syms if v.name == s.name) for s in expr.free_symbols})
-    with np.errstate(all="ignore"):
-        pred = np.broadcast_to(np.asarray(sympy.lambdify(syms, expr, "numpy")(*x_test.T), dtype=float), y_test.shape)
-    r2_test = r2_score(y_test, pred) if np.all(np.isfinite(pred)) else None
-    recovered = bool(is_exact_recovery(eq.truth_on_ranges(), expr, symbols=list(eq.names)))
-    return {"id": eq.id, "method": "pykan", "recovered": recovered and seconds <= args.time_limit,
-            "formula": str(expr), "r2_test": r2_test, "complexity": int(sympy.count_ops(expr)),
-            "seconds": round(seconds, 2), "timed_out": seconds > args.time_limit}
+def _run_info(eq: Equation, method: str, args: argparse.Namespace) -> dict:
+    """What every row says about the run it belongs to."""
+    return {"id": eq.id, "method": method, "half": half_of(eq.id), "noise": args.noise, "units_given": args.units}
 
 
 def _worker(eq: Equation, args: argparse.Namespace, conn, method: str = "kansym") -> None:
+    if method != "kansym":  # peers print to stdout (RILS-ROLS always): keep stdout for the JSON lines
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
     try:
-        row = run_pykan(eq, args) if method == "pykan" else {"method": "kansym", **run_equation(eq, args)}
+        row = run_method(method, eq, args)
     except Exception as exc:  # a failing equation is a result, not a crash of the benchmark
         row = {"id": eq.id, "method": method, "recovered": False, "error": f"{type(exc).__name__}: {exc}",
                "traceback": traceback.format_exc(limit=4)}
-    conn.send(row)
+    conn.send({**_run_info(eq, method, args), **row})
     conn.close()
 
 
 def run_all(equations: list[Equation], args: argparse.Namespace, emit) -> list[dict]:
-    """Run every equation in its own process, ``args.jobs`` at a time, with the time limit."""
+    """Run every (equation, method) in its own process, ``args.jobs`` at a time, with the time limit."""
     ctx = mp.get_context("fork")
-    methods = ["kansym"] + (["pykan"] if args.peer == "pykan" else [])
-    tasks = [(eq, m) for eq in equations for m in methods]
+    tasks = [(eq, m) for eq in equations for m in methods_of(args)]
     pending = list(tasks)
     running: dict = {}  # conn -> (process, equation, method, start)
     rows: dict[tuple[str, str], dict] = {}
@@ -257,7 +269,8 @@ def run_all(equations: list[Equation], args: argparse.Namespace, emit) -> list[d
             try:
                 row = conn.recv()
             except EOFError:
-                row = {"id": eq.id, "method": method, "recovered": False, "error": f"worker died (exit code {proc.exitcode})"}
+                row = {**_run_info(eq, method, args), "recovered": False,
+                       "error": f"worker died (exit code {proc.exitcode})"}
             proc.join()
             rows[eq.id, method] = {**row, "wall_seconds": round(time.perf_counter() - start, 2)}
             emit(rows[eq.id, method])
@@ -267,102 +280,99 @@ def run_all(equations: list[Equation], args: argparse.Namespace, emit) -> list[d
                 proc.kill()
                 proc.join()
                 running.pop(conn)
-                rows[eq.id, method] = {"id": eq.id, "method": method, "recovered": False, "timed_out": True,
+                rows[eq.id, method] = {**_run_info(eq, method, args), "recovered": False, "timed_out": True,
                                        "seconds": round(now - start, 2), "error": "time limit"}
                 emit(rows[eq.id, method])
     return [rows[t[0].id, t[1]] for t in tasks]
 
 
-def _groups(row: dict) -> str:
-    """The dimensionless groups the law was reduced to (``0`` for a monomial, ``—`` without units)."""
-    red = row.get("reduction")
-    if not red:
-        return "—"
-    return str(len(red["groups"])) + (": " + ", ".join(f"`{g}`" for g in red["groups"].values()) if red["groups"] else "")
+def methods_of(args: argparse.Namespace) -> list[str]:
+    """kansym, then the peers of ``--peer`` in the order given."""
+    return list(dict.fromkeys(["kansym", *args.peer]))
 
 
-def summary(rows: list[dict], equations: list[Equation], args: argparse.Namespace) -> str:
-    """Markdown: the command, recovery rate, median seconds, and one line per equation."""
-    by_id = {e.id: e for e in equations}
-    lines = [
-        f"command: `python bench/feynman.py {' '.join(sys.argv[1:])}`",
-        f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; machine: {platform.machine()}, "
-        f"{mp.cpu_count()} CPUs, {args.jobs} job(s), 1 torch thread each",
-        f"units {'given (dimensional analysis first)' if args.units else 'not given (--no-units)'}; "
-        f"noise {args.noise}, {args.rows} rows (+{args.test_rows} held out), time limit {args.time_limit:g} s, seed {args.seed}",
-        "",
-    ]
-    for method in dict.fromkeys(r.get("method", "kansym") for r in rows):
-        mine = [r for r in rows if r.get("method", "kansym") == method]
-        rec = sum(r.get("recovered", False) for r in mine)
-        secs = [r["seconds"] for r in mine if "seconds" in r]
-        med = statistics.median(secs) if secs else math.nan
-        lines.append(f"**{method}: recovered {rec}/{len(mine)} ({100 * rec / max(len(mine), 1):.1f} %), "
-                     f"median {med:.1f} s per equation**  ")
-    lines += [
-        "",
-        "| id | method | truth | groups | recovered | R² test | complexity | s | formula |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        r2 = r.get("r2_test")
-        r2s = "—" if r2 is None else f"{r2:.6f}"
-        form = r.get("formula") or r.get("error", "")
-        form = form if len(form) <= 90 else form[:87] + "..."
-        lines.append(f"| {r['id']} | {r.get('method', 'kansym')} | `{by_id[r['id']].formula}` | {_groups(r)} | {'yes' if r.get('recovered') else 'no'} | {r2s} | "
-                     f"{r.get('complexity', '—')} | {r.get('seconds', '—')} | `{form}` |")
-    return "\n".join(lines) + "\n"
+def _peer_list(text: str) -> list[str]:
+    names = [w.strip() for w in text.split(",") if w.strip() and w.strip() != "none"]
+    unknown = [n for n in names if n not in METHODS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
+    return names
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--equations", type=Path, default=DEFAULT_EQUATIONS, help="equations CSV")
     p.add_argument("--ids", default=None, help="comma-separated equation ids (default: all)")
+    p.add_argument("--half", choices=HALVES, default="all",
+                   help="run only the tuning or the validation half of the equations (half_of: SHA-256 of the id)")
     p.add_argument("--noise", type=float, default=0.0, help="target noise level L: sigma = L * RMS(y)")
-    p.add_argument("--time-limit", type=float, default=600.0, help="seconds per equation")
-    p.add_argument("--jobs", type=int, default=1, help="equations run at once (processes)")
+    p.add_argument("--time-limit", type=float, default=600.0, help="seconds per equation and method")
+    p.add_argument("--jobs", type=int, default=1, help="(equation, method) runs at once (processes)")
     p.add_argument("--rows", type=int, default=10_000)
     p.add_argument("--test-rows", type=int, default=2_000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--peer", choices=["none", "pykan"], default="none",
-                   help="also run a peer on the same rows with the same time limit (pykan: pip install -e .[bench])")
+    p.add_argument("--peer", type=_peer_list, default=[],
+                   help="comma-separated methods run next to kansym on the same rows with the same limit: "
+                        f"{', '.join(sr_peers.PEERS)} (kansym always runs; 'none' for no peer)")
     p.add_argument("--no-units", dest="units", action="store_false",
                    help="do not give the CSV's units to the pipeline (default: given, as AI Feynman gets them; "
                         "the law is then reduced to dimensionless groups first, kansym.discover.dimensional)")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON lines to this file")
     p.add_argument("--summary", type=Path, default=None, help="also write the Markdown summary to this file")
+    p.add_argument("--report", type=Path, nargs="+", default=None, metavar="JSONL",
+                   help="run nothing: print one table (by method, half, noise, units) of these runs' JSON lines "
+                        "(--half keeps one half)")
     args = p.parse_args(argv)
     if args.jobs < 1 or args.time_limit <= 0 or args.rows < 10 or args.test_rows < 1 or args.noise < 0:
         p.error("--jobs >= 1, --time-limit > 0, --rows >= 10, --test-rows >= 1 and --noise >= 0 are required")
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if not args.equations.exists():
-        print(f"error: equations file {args.equations} not found; pass --equations", file=sys.stderr)
-        return 2
-    equations = load_equations(args.equations)
-    if args.ids:
-        wanted = [s.strip() for s in args.ids.split(",") if s.strip()]
+def select(equations: list[Equation], ids: str | None, half: str) -> list[Equation]:
+    """``--ids`` (in the order given), then only those of ``--half``; ``SystemExit`` with one
+    line for an unknown id or an empty selection."""
+    if ids:
+        wanted = [s.strip() for s in ids.split(",") if s.strip()]
         known = {e.id: e for e in equations}
         unknown = [w for w in wanted if w not in known]
         if unknown:
-            print(f"error: unknown equation ids {unknown}", file=sys.stderr)
-            return 2
+            raise SystemExit(f"error: unknown equation ids {unknown}")
         equations = [known[w] for w in wanted]
+    if half != "all":
+        equations = [e for e in equations if half_of(e.id) == half]
+        if not equations:
+            raise SystemExit(f"error: no equation of the selection is in the {half} half")
+    return equations
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.report:
+        missing = [p for p in args.report if not p.exists()]
+        if missing:
+            print(f"error: {missing[0]} not found", file=sys.stderr)
+            return 2
+        rows = [{"half": half_of(r["id"]), **r} for r in read_rows(args.report)]
+        rows = [r for r in rows if args.half in ("all", r["half"])]
+        print(report(rows, args.report), end="")
+        return 0
+    if not args.equations.exists():
+        print(f"error: equations file {args.equations} not found; pass --equations", file=sys.stderr)
+        return 2
+    try:
+        equations = select(load_equations(args.equations), args.ids, args.half)
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    missing = [p for p in args.peer if p != "kansym" and not sr_peers.installed(p)]
+    if missing:
+        print(f"error: --peer {missing[0]} needs its package: {sr_peers.INSTALL[missing[0]]}", file=sys.stderr)
+        return 2
     # import the pipeline once, before the workers fork: every equation runs the same code
     # even if the source tree changes during a long run, and no worker pays the imports
     import kansym.discover.dimensional  # noqa: F401
     import kansym.discover  # noqa: F401
     import kansym.symbolic.verify  # noqa: F401
-
-    if args.peer == "pykan":
-        try:
-            import kan  # noqa: F401
-        except ImportError:
-            print("error: --peer pykan needs pykan: pip install -e .[bench]", file=sys.stderr)
-            return 2
 
     out = args.out.open("w") if args.out else None
 
