@@ -142,17 +142,22 @@ def _discover_with_units(table, units, config, quiet: bool):
 
 
 def write_fit_outputs(out: Path, result, extra: dict, *, force: bool, protect: list[Path]) -> list[str]:
-    """Write the models (when a KAN was trained), the graph and the formula files of a run; their names."""
+    """Write the models (when a KAN was trained), the graph and the formula files of a run; their names.
+
+    ``formula.json`` holds only what the data, options and seed determine, so two runs of
+    one command write it byte for byte the same; the stages' wall-clock seconds go to
+    ``model.pt``'s meta (``"seconds"``), whose bytes differ between runs anyway.
+    """
     from kansym.discover.record import formula_record, write_formula_files
 
     trained = result.trained is not None
     names = (MODEL_OUTPUTS if trained else []) + FORMULA_OUTPUTS
     prepare_out_dir(out, names, force=force, protect=protect)
-    extra = {**extra, "seconds": {k: round(v, 3) for k, v in result.seconds.items()}}
     if trained:
         from kansym.graph.io import write_json
 
-        result.trained.save(out / "model.pt", protect=protect)
+        seconds = {k: round(v, 3) for k, v in result.seconds.items()}
+        result.trained.replace_model(result.trained.model, seconds=seconds).save(out / "model.pt", protect=protect)
         result.pruned.save(out / "pruned.pt", protect=protect)
         write_json(result.graph, out / "graph.json")
         extra.update(width_trained=list(result.trained.model.width), width_pruned=list(result.prune_result.model.width))

@@ -10,7 +10,12 @@ the clock) and its remaining constants get a final refit. This is the constant-o
 regression systems (e.g. Cranmer 2023, "PySR", arXiv:2305.01582, §3).
 
 Internally the float constants become parameters of one lambdified numpy
-function, so trying a snap costs one evaluation, not a new ``lambdify``.
+function, so trying a snap costs one evaluation, not a new ``lambdify``. The fits use
+``least_squares(method="trf")``: with ``method="lm"`` (MINPACK, compiled) the same
+problem gave different last bits from call to call as the process's heap changed (3 to
+9 distinct results in 12 to 16 calls of an Occam trial's refit, with arrays allocated
+in between), which along a flat direction of the constants moved them by 1e-5 and
+could change which formula the Occam step kept; trf (numpy) gave one result.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import sympy
 from scipy.optimize import least_squares
 
 from kansym.errors import ConfigError, DataError
+from kansym.symbolic.reproducible import stable_lambdify
 
 __all__ = ["refit_constants", "refit_constants_counted", "snap_constant", "snap_constants", "reduce_phases",
            "simplify_formula", "refine", "merge_numeric_factors"]
@@ -55,7 +61,7 @@ class _Problem:
         self.params = [sympy.Dummy(f"c{i}") for i in range(len(floats))]
         self.expr = expr.xreplace(dict(zip(floats, self.params)))
         self.values = np.array([float(f) for f in floats])
-        self._f = sympy.lambdify([*self.symbols, *self.params], self.expr, modules="numpy")
+        self._f = stable_lambdify([*self.symbols, *self.params], self.expr)
         target = np.log(self.y) if self.log else self.y
         self._target = target
         self._scale = max(float(np.std(target)), 1e-12 * max(1.0, float(np.max(np.abs(target)))))
@@ -84,9 +90,9 @@ class _Problem:
             v[free] = theta
             return self.residual(v)
 
-        method = "lm" if self.y.size >= free.sum() else "trf"
-        try:
-            sol = least_squares(resid, values[free], method=method, x_scale="jac", max_nfev=max_nfev or 200 * (free.sum() + 1))
+        try:  # "trf", not MINPACK's "lm": lm's last bits depend on the process's heap (module docstring)
+            sol = least_squares(resid, values[free], method="trf", x_scale="jac",
+                                max_nfev=max_nfev or 200 * (free.sum() + 1))
         except (ValueError, FloatingPointError) as exc:  # e.g. a Jacobian full of NaN
             logger.debug("constant refit failed: %s", exc)
             return values
@@ -158,7 +164,7 @@ def refit_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         for targets spanning decades, like Kepler periods).
     max_nfev : int, optional
         ``least_squares``' cap on evaluations (default ``200 * (k + 1)`` for ``k``
-        constants; with method ``lm`` the Jacobian's finite differences come on top).
+        constants; the Jacobian's finite differences come on top).
 
     Returns
     -------
