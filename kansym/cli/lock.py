@@ -122,8 +122,9 @@ def output_lock(lock: Path, target: Path, flag: str) -> Iterator[None]:
                        f"another {flag}")
     ok = False
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n{_command()}\n".encode("utf-8", "replace"), 0)
+        with contextlib.suppress(OSError):  # who holds it is for the message only (a full disk has no room)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n{_command()}\n".encode("utf-8", "replace"), 0)
         yield
         ok = True
     finally:
