@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from kansym.cli.common import CLIError, check_device, common_options, prepare_out_dir, run_safely, setup_logging
+from kansym.cli.lock import dir_lock_path, output_lock
 from kansym.cli.options import data_options, discover_config, model_options, resolve_data, symbolic_options
 from kansym.cli.run import (
     check_same_columns, ctrl_c_note, load_resume, prepare_training, remove_finished_checkpoint, resume_command,
@@ -54,50 +55,51 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
     out = Path(out_dir)
     protect = [path]
     prepare_out_dir(out, MODEL_OUTPUTS + FORMULA_OUTPUTS, force=force, protect=protect, create=False)
-    if units is not None and (backend != "kan" or resume is not None):
-        raise ConfigError("--units works with the kan backend only" if backend != "kan" else
-                          "--units cannot be combined with --resume; run the fit again")
-    point, config = load_resume(resume, config, ctx)
-    table = read_table(path, target, input_names, dropna=dropna)  # notices go to the log (stderr)
-    if backend == "pysr":
-        return _fit_with_pysr(table, out, force=force, protect=protect, seed=seed, data=str(path))
-    check_same_columns(table, point, resume)
-    extra = {"data": str(path)}
-    try:
-        with stop_on_sigterm():
-            if units is not None:
-                result, units_extra = _discover_with_units(table, units, config, quiet)
-                extra.update(units_extra)
+    with output_lock(dir_lock_path(out), out, "-o"):  # one run at a time in OUT_DIR, from here to its last write
+        if units is not None and (backend != "kan" or resume is not None):
+            raise ConfigError("--units works with the kan backend only" if backend != "kan" else
+                              "--units cannot be combined with --resume; run the fit again")
+        point, config = load_resume(resume, config, ctx)
+        table = read_table(path, target, input_names, dropna=dropna)  # notices go to the log (stderr)
+        if backend == "pysr":
+            return _fit_with_pysr(table, out, force=force, protect=protect, seed=seed, data=str(path))
+        check_same_columns(table, point, resume)
+        extra = {"data": str(path)}
+        try:
+            with stop_on_sigterm():
+                if units is not None:
+                    result, units_extra = _discover_with_units(table, units, config, quiet)
+                    extra.update(units_extra)
+                else:
+                    _announce(table, quiet)
+                    from kansym.discover.run import discover
+
+                    result = discover(table.x, table.y, table.input_names, table.target_names, config,
+                                      progress=None if not quiet else False, resume=point)
+        except FitError as exc:
+            raise CLIError(f"{exc}; nothing was written to {out}") from exc
+        except KeyboardInterrupt as stop:
+            ckpt = out / "interrupted.pt"
+            if getattr(stop, "bundle", None) is not None:
+                prepare_out_dir(out, [], force=force, protect=protect)
+            command = resume_command(ctx, data, example, target, inputs, dropna, "-o", out_dir, ckpt)
+            raise save_interrupted(stop, ckpt, force=force, protect=protect, command=command) from None
+        written = write_fit_outputs(out, result, extra, force=force, protect=protect)
+        remove_finished_checkpoint(resume, out / "interrupted.pt", quiet)
+        from kansym.cli.report import print_formulas, print_reduction
+
+        if not quiet:
+            print_reduction(result)
+        print_formulas(result.formulas)
+        if not quiet:
+            click.echo(f"wrote {', '.join(written)} in {out}", err=True)
+        if plots is not None:
+            if result.trained is None:
+                click.echo("no plots: the law is a constant times a monomial, no KAN was trained", err=True)
             else:
-                _announce(table, quiet)
-                from kansym.discover.run import discover
+                from kansym.cli.plot import write_run_plots
 
-                result = discover(table.x, table.y, table.input_names, table.target_names, config,
-                                  progress=None if not quiet else False, resume=point)
-    except FitError as exc:
-        raise CLIError(f"{exc}; nothing was written to {out}") from exc
-    except KeyboardInterrupt as stop:
-        ckpt = out / "interrupted.pt"
-        if getattr(stop, "bundle", None) is not None:
-            prepare_out_dir(out, [], force=force, protect=protect)
-        command = resume_command(ctx, data, example, target, inputs, dropna, "-o", out_dir, ckpt)
-        raise save_interrupted(stop, ckpt, force=force, protect=protect, command=command) from None
-    written = write_fit_outputs(out, result, extra, force=force, protect=protect)
-    remove_finished_checkpoint(resume, out / "interrupted.pt", quiet)
-    from kansym.cli.report import print_formulas, print_reduction
-
-    if not quiet:
-        print_reduction(result)
-    print_formulas(result.formulas)
-    if not quiet:
-        click.echo(f"wrote {', '.join(written)} in {out}", err=True)
-    if plots is not None:
-        if result.trained is None:
-            click.echo("no plots: the law is a constant times a monomial, no KAN was trained", err=True)
-        else:
-            from kansym.cli.plot import write_run_plots
-
-            write_run_plots(result, Path(plots), quiet=quiet)
+                write_run_plots(result, Path(plots), quiet=quiet)
 
 
 def _announce(table, quiet: bool) -> None:
@@ -142,17 +144,22 @@ def _discover_with_units(table, units, config, quiet: bool):
 
 
 def write_fit_outputs(out: Path, result, extra: dict, *, force: bool, protect: list[Path]) -> list[str]:
-    """Write the models (when a KAN was trained), the graph and the formula files of a run; their names."""
+    """Write the models (when a KAN was trained), the graph and the formula files of a run; their names.
+
+    ``formula.json`` holds only what the data, options and seed determine, so two runs of
+    one command write it byte for byte the same; the stages' wall-clock seconds go to
+    ``model.pt``'s meta (``"seconds"``), whose bytes differ between runs anyway.
+    """
     from kansym.discover.record import formula_record, write_formula_files
 
     trained = result.trained is not None
     names = (MODEL_OUTPUTS if trained else []) + FORMULA_OUTPUTS
     prepare_out_dir(out, names, force=force, protect=protect)
-    extra = {**extra, "seconds": {k: round(v, 3) for k, v in result.seconds.items()}}
     if trained:
         from kansym.graph.io import write_json
 
-        result.trained.save(out / "model.pt", protect=protect)
+        seconds = {k: round(v, 3) for k, v in result.seconds.items()}
+        result.trained.replace_model(result.trained.model, seconds=seconds).save(out / "model.pt", protect=protect)
         result.pruned.save(out / "pruned.pt", protect=protect)
         write_json(result.graph, out / "graph.json")
         extra.update(width_trained=list(result.trained.model.width), width_pruned=list(result.prune_result.model.width))

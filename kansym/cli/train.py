@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from kansym.cli.common import CLIError, check_device, check_output_file, common_options, run_safely, setup_logging
+from kansym.cli.lock import file_lock_path, output_lock
 from kansym.cli.options import data_options, discover_config, model_options, resolve_data
 from kansym.cli.run import (
     check_same_columns, ctrl_c_note, load_resume, prepare_training, remove_finished_checkpoint, resume_command,
@@ -45,27 +46,28 @@ def train_command(ctx, data, target, inputs, example, dropna, hidden, grid_size,
     out = Path(output)
     protect = [path]
     check_output_file(out, force=force, protect=protect)
-    point, config = load_resume(resume, config, ctx)
-    table = read_table(path, target, input_names, dropna=dropna)  # notices go to the log (stderr)
-    check_same_columns(table, point, resume)
-    if table.n_rows < MIN_ROWS:
-        raise DataError(f"kansym needs at least {MIN_ROWS} rows to train and validate a KAN, got {table.n_rows}")
-    prepare_training()
-    if not quiet:
-        click.echo(ctrl_c_note(), err=True)
-    try:
-        with stop_on_sigterm():
-            bundle = train(table.x, table.y, table.input_names, table.target_names, config,
-                           progress=None if not quiet else False, resume=point)
-    except FitError as exc:
-        kept = f"{out} was left as it was" if out.exists() else f"{out} was not written"
-        raise CLIError(f"{exc}; {kept}") from exc
-    except KeyboardInterrupt as stop:
-        ckpt = out.with_name(f"{out.stem}.interrupted.pt")
-        command = resume_command(ctx, data, example, target, inputs, dropna, "-o", output, ckpt)
-        raise save_interrupted(stop, ckpt, force=force, protect=protect, command=command) from None
-    bundle.save(out, protect=protect)
-    remove_finished_checkpoint(resume, out.with_name(f"{out.stem}.interrupted.pt"), quiet)
-    hist = bundle.meta["history"]
-    click.echo(json.dumps({"checkpoint": str(out), "width": list(bundle.model.width), "space": bundle.meta["space"],
-                           "train_loss": hist["train_loss"][-1] if hist.get("train_loss") else None}))
+    with output_lock(file_lock_path(out), out, "-o"):  # one run at a time writing OUTPUT
+        point, config = load_resume(resume, config, ctx)
+        table = read_table(path, target, input_names, dropna=dropna)  # notices go to the log (stderr)
+        check_same_columns(table, point, resume)
+        if table.n_rows < MIN_ROWS:
+            raise DataError(f"kansym needs at least {MIN_ROWS} rows to train and validate a KAN, got {table.n_rows}")
+        prepare_training()
+        if not quiet:
+            click.echo(ctrl_c_note(), err=True)
+        try:
+            with stop_on_sigterm():
+                bundle = train(table.x, table.y, table.input_names, table.target_names, config,
+                               progress=None if not quiet else False, resume=point)
+        except FitError as exc:
+            kept = f"{out} was left as it was" if out.exists() else f"{out} was not written"
+            raise CLIError(f"{exc}; {kept}") from exc
+        except KeyboardInterrupt as stop:
+            ckpt = out.with_name(f"{out.stem}.interrupted.pt")
+            command = resume_command(ctx, data, example, target, inputs, dropna, "-o", output, ckpt)
+            raise save_interrupted(stop, ckpt, force=force, protect=protect, command=command) from None
+        bundle.save(out, protect=protect)
+        remove_finished_checkpoint(resume, out.with_name(f"{out.stem}.interrupted.pt"), quiet)
+        hist = bundle.meta["history"]
+        click.echo(json.dumps({"checkpoint": str(out), "width": list(bundle.model.width), "space": bundle.meta["space"],
+                               "train_loss": hist["train_loss"][-1] if hist.get("train_loss") else None}))

@@ -34,7 +34,8 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
                     :class:`~kansym.symbolic.fit.EdgeFit` fields
 ==================  ==========================================================================
 
-and, from ``kansym fit``: ``width_trained``, ``width_pruned``, ``seconds``, ``data``;
+and, from ``kansym fit``: ``width_trained``, ``width_pruned``, ``data`` (no timings: the record
+of one command is the same bytes on every run; ``model.pt``'s meta holds the seconds);
 with ``--units``: ``units`` and ``reduction``; from ``symbolify``: ``checkpoint``.
 """
 

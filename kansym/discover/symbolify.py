@@ -166,13 +166,15 @@ def symbolify_bundle(
 
 
 def occam_candidates(bundle: ModelBundle, *, library: Sequence[str] | None = None, r2_threshold: float = 0.999,
-                     time_budget: float = 5.0) -> list[Candidate]:
+                     max_evaluations: int = 30_000) -> list[Candidate]:
     """The formulas the Occam step tries on a bundled (pruned) single-output model.
 
     Runs :func:`kansym.symbolic.compose.symbolify` and
-    :func:`kansym.symbolic.occam.simplify_edges` on the calibration rows (about a
-    second for a pruned model; an unpruned one with many poorly fitting edges takes
-    longer, and no new trial starts after ``time_budget`` seconds).
+    :func:`kansym.symbolic.occam.simplify_edges` on the calibration rows, with a
+    smaller work budget than the pipeline's: no new trial starts after
+    ``max_evaluations`` formula evaluations (a few seconds; a count, not a clock, so the
+    front is the same on a busy machine). Kepler's whole search (7,000) fits in it; that
+    of a 3-input law with a hidden layer (about 50,000) is cut about halfway.
 
     Returns
     -------
@@ -183,7 +185,8 @@ def occam_candidates(bundle: ModelBundle, *, library: Sequence[str] | None = Non
     sym, candidates = symbolify(bundle.model, bundle.model_inputs().double(), bundle.transform, bundle.input_names,
                                 bundle.output_names, library=library, r2_threshold=r2_threshold)
     symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
-    _, tried = simplify_edges(sym, candidates, symbols, bundle.x_cal, bundle.y_cal[:, 0], time_budget=time_budget)
+    _, tried = simplify_edges(sym, candidates, symbols, bundle.x_cal, bundle.y_cal[:, 0],
+                              max_evaluations=max_evaluations)
     return tried
 
 

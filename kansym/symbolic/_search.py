@@ -261,9 +261,10 @@ def finish(prim: Primitive, data: Data, grid: GridResult, o: Opts, refine: bool,
         if not np.isfinite(grid.sse[g]):
             break
         seed = (float(grid.A[g]), float(grid.B[g]), float(grid.P[g]))
-        tries = {seed}
-        if refine:
-            tries.add(_refine(prim, data, seed, o, polish))
+        # a list, seed first: a set of these tuples iterated in an order set by hash(nan),
+        # which is the object's address (Python >= 3.10) for a primitive without exponent,
+        # so a tie between the seed and its refinement went either way from run to run
+        tries = [seed, _refine(prim, data, seed, o, polish)] if refine else [seed]
         for a, b, p in tries:
             if prim.domain is not None and not _valid(prim, a, b, data):
                 continue

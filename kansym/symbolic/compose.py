@@ -22,6 +22,7 @@ import sympy
 import torch
 
 from kansym.nn.kan import KAN
+from kansym.symbolic.reproducible import stable_lambdify
 from kansym.symbolic.fit import EdgeFit, select_edge_fit
 from kansym.symbolic.library import Primitive, get_library
 from kansym.symbolic.numeric import numeric_edge
@@ -250,7 +251,7 @@ def symbolify(
 
 @functools.lru_cache(maxsize=128)
 def _lambdified(expr: sympy.Expr, symbols: tuple) -> Callable:
-    return sympy.lambdify(list(symbols), expr, modules="numpy")
+    return stable_lambdify(symbols, expr)
 
 
 def lambdify_formula(expr: sympy.Expr, symbols: Sequence[sympy.Symbol]) -> Callable[[np.ndarray], np.ndarray]:
@@ -258,12 +259,13 @@ def lambdify_formula(expr: sympy.Expr, symbols: Sequence[sympy.Symbol]) -> Calla
 
     The generated function is cached per ``(expr, symbols)``: verification, the Pareto
     front and the direct-search choice evaluate the same few formulas several times
-    (the hello world lambdified its KAN formula six times, 1-4 ms each).
+    (the hello world lambdified its KAN formula six times, 1-4 ms each). Its code does
+    not depend on what the process did before (:func:`kansym.symbolic.reproducible.stable_lambdify`).
     """
     try:
         f = _lambdified(expr, tuple(symbols))
     except TypeError:  # an unhashable argument: no cache
-        f = sympy.lambdify(list(symbols), expr, modules="numpy")
+        f = stable_lambdify(list(symbols), expr)
 
     def call(x: np.ndarray) -> np.ndarray:
         out = f(*[x[:, i] for i in range(x.shape[1])])

@@ -12,12 +12,13 @@ the one with fewer constants wins.
 Every formula tried is recorded, giving a (complexity, error) front like PySR's
 equation table (Cranmer 2023, arXiv:2305.01582) and the KAN paper's interactive
 "suggest_symbolic" choice (Liu et al. 2024, arXiv:2404.19756, §2.5.1) made automatic.
+The search's budgets count work (formulas tried, their evaluations), never seconds, so
+the same input gives the same formula on a busy machine as on a quiet one.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
@@ -26,12 +27,18 @@ import sympy
 
 from kansym.symbolic.compose import EdgeId, SymbolicKAN, lambdify_formula
 from kansym.symbolic.fit import EdgeFit
-from kansym.symbolic.refine import refit_constants
+from kansym.symbolic.refine import refit_constants_counted
 from kansym.symbolic.verify import nrmse
 
-__all__ = ["Candidate", "simplify_edges", "formula_error", "information_criterion"]
+__all__ = ["Candidate", "simplify_edges", "formula_error", "information_criterion", "MAX_EVALUATIONS"]
 
 log = logging.getLogger("kansym")
+
+# Default work budget of the Occam step: formula evaluations (each on at most 500 rows) of
+# its constant refits. A pruned network's search (40 trials of a few to 20 constants) stays
+# well below it; an unpruned [3, 5, 1] network's (about 40 constants, 45,000 evaluations a
+# trial, some 10 s each on a 2-core machine) stops after 7 trials.
+MAX_EVALUATIONS = 300_000
 
 
 @dataclass(frozen=True)
@@ -91,8 +98,8 @@ def simplify_edges(
     min_r2: float = 0.5,
     max_alternatives: int = 4,
     max_rows: int = 500,
-    time_budget: float = 120.0,
     max_trials: int = 40,
+    max_evaluations: int = MAX_EVALUATIONS,
 ) -> tuple[SymbolicKAN, list[Candidate]]:
     """Greedily give edges simpler primitives while the data error allows it.
 
@@ -124,10 +131,13 @@ def simplify_edges(
     max_rows : int
         Trials are compared on a seeded subsample of at most this many rows.
     max_trials : int
-        At most this many formulas are tried after the start (a count, not a clock, so
-        the same seed gives the same formula on a busy machine).
-    time_budget : float
-        Seconds after which no new trial starts (the best formula so far is kept).
+        At most this many formulas are tried after the start.
+    max_evaluations : int
+        No new trial starts once the constant refits of the search (the start's
+        included) have evaluated formulas this many times in all (each evaluation on
+        at most ``max_rows`` rows; the best formula so far is kept). Both budgets are
+        counts of work, not a clock: the same input gives the same formula however
+        busy the machine.
 
     Returns
     -------
@@ -140,16 +150,19 @@ def simplify_edges(
     if n > max_rows:  # trials are compared on a fixed subsample; the final refine uses all rows
         idx = np.sort(np.random.default_rng(0).choice(n, max_rows, replace=False))
         x, y, n = x[idx], y[idx], max_rows
-    deadline = time.perf_counter() + time_budget
+    evaluations = 0  # formula evaluations so far (the work budget)
 
     def evaluate(s: SymbolicKAN) -> tuple[sympy.Expr, float]:
+        nonlocal evaluations
         raw = s.expressions(symbols)[0]
         k = len(raw.atoms(sympy.Float))
         try:
-            expr = refit_constants(raw, symbols, x, y, loss_space=loss, max_nfev=30 * (k + 1))
+            expr, used = refit_constants_counted(raw, symbols, x, y, loss_space=loss, max_nfev=30 * (k + 1))
+            evaluations += used
         except (ValueError, ArithmeticError, TypeError) as exc:
             log.debug("refit failed (%s); using the raw composition", exc)
             expr = raw
+        evaluations += 1
         return expr, formula_error(expr, symbols, x, y, log_space=log_space)
 
     def record(s: SymbolicKAN, e: sympy.Expr, r: float, ok: bool) -> None:
@@ -184,8 +197,9 @@ def simplify_edges(
         for edge in order:
             current = sym.edges[edge]
             for alt in alternatives(edge, current)[:max_alternatives]:
-                if time.perf_counter() > deadline or len(tried) > max_trials:
-                    log.info("simplification stopped after %d trials (%.0f s)", len(tried) - 1, time_budget)
+                if len(tried) > max_trials or evaluations >= max_evaluations:
+                    log.info("simplification stopped after %d trials (budget: %d trials, %d formula evaluations)",
+                             len(tried) - 1, max_trials, max_evaluations)
                     return False
                 trial = replace(sym, edges={**sym.edges, edge: alt})
                 t_expr, t_err = evaluate(trial)
@@ -217,4 +231,5 @@ def simplify_edges(
 
     if edge_pass("simplified", simpler):
         edge_pass("upgraded", upgrades)
+    log.debug("Occam step: %d formulas tried, %d formula evaluations", len(tried), evaluations)
     return sym, tried

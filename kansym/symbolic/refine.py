@@ -5,12 +5,17 @@ nonlinear least squares on the data (:func:`scipy.optimize.least_squares`),
 then each is snapped to a nearby simple value (integer, ``p/q`` with small
 ``q``, multiple of ``pi``, of ``sqrt(2)`` or ``sqrt(3)``) when the data error
 does not grow, the remaining constants being refitted after every accepted
-snap; the result is simplified in bounded time and its remaining constants get
-a final refit. This is the constant-optimisation step common to symbolic
+snap; the result is simplified by rewrites chosen by its size alone (never by
+the clock) and its remaining constants get a final refit. This is the constant-optimisation step common to symbolic
 regression systems (e.g. Cranmer 2023, "PySR", arXiv:2305.01582, §3).
 
 Internally the float constants become parameters of one lambdified numpy
-function, so trying a snap costs one evaluation, not a new ``lambdify``.
+function, so trying a snap costs one evaluation, not a new ``lambdify``. The fits use
+``least_squares(method="trf")``: with ``method="lm"`` (MINPACK, compiled) the same
+problem gave different last bits from call to call as the process's heap changed (3 to
+9 distinct results in 12 to 16 calls of an Occam trial's refit, with arrays allocated
+in between), which along a flat direction of the constants moved them by 1e-5 and
+could change which formula the Occam step kept; trf (numpy) gave one result.
 """
 
 from __future__ import annotations
@@ -24,9 +29,9 @@ import sympy
 from scipy.optimize import least_squares
 
 from kansym.errors import ConfigError, DataError
-from kansym.symbolic.verify import _timed
+from kansym.symbolic.reproducible import stable_lambdify
 
-__all__ = ["refit_constants", "snap_constant", "snap_constants", "reduce_phases",
+__all__ = ["refit_constants", "refit_constants_counted", "snap_constant", "snap_constants", "reduce_phases",
            "simplify_formula", "refine", "merge_numeric_factors"]
 
 logger = logging.getLogger("kansym")
@@ -56,12 +61,14 @@ class _Problem:
         self.params = [sympy.Dummy(f"c{i}") for i in range(len(floats))]
         self.expr = expr.xreplace(dict(zip(floats, self.params)))
         self.values = np.array([float(f) for f in floats])
-        self._f = sympy.lambdify([*self.symbols, *self.params], self.expr, modules="numpy")
+        self._f = stable_lambdify([*self.symbols, *self.params], self.expr)
         target = np.log(self.y) if self.log else self.y
         self._target = target
         self._scale = max(float(np.std(target)), 1e-12 * max(1.0, float(np.max(np.abs(target)))))
+        self.evaluations = 0  # residual evaluations so far: the work a refit did, counted, not timed
 
     def residual(self, values: np.ndarray) -> np.ndarray:
+        self.evaluations += 1
         with np.errstate(all="ignore"):
             pred = np.broadcast_to(np.asarray(self._f(*self.X.T, *values), dtype=np.float64),
                                    self.y.shape)
@@ -83,9 +90,9 @@ class _Problem:
             v[free] = theta
             return self.residual(v)
 
-        method = "lm" if self.y.size >= free.sum() else "trf"
-        try:
-            sol = least_squares(resid, values[free], method=method, x_scale="jac", max_nfev=max_nfev or 200 * (free.sum() + 1))
+        try:  # "trf", not MINPACK's "lm": lm's last bits depend on the process's heap (module docstring)
+            sol = least_squares(resid, values[free], method="trf", x_scale="jac",
+                                max_nfev=max_nfev or 200 * (free.sum() + 1))
         except (ValueError, FloatingPointError) as exc:  # e.g. a Jacobian full of NaN
             logger.debug("constant refit failed: %s", exc)
             return values
@@ -156,7 +163,8 @@ def refit_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         Residual ``f - y`` or ``log f - log y`` (the latter needs ``y > 0``;
         for targets spanning decades, like Kepler periods).
     max_nfev : int, optional
-        Cap on residual evaluations (default ``200 * (k + 1)`` for ``k`` constants).
+        ``least_squares``' cap on evaluations (default ``200 * (k + 1)`` for ``k``
+        constants; the Jacobian's finite differences come on top).
 
     Returns
     -------
@@ -170,10 +178,18 @@ def refit_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     ConfigError
         If ``loss_space`` is unknown or symbols repeat.
     """
+    return refit_constants_counted(expr, symbols, X, y, loss_space=loss_space, max_nfev=max_nfev)[0]
+
+
+def refit_constants_counted(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
+                            loss_space: LossSpace = "linear", max_nfev: int | None = None) -> tuple[sympy.Expr, int]:
+    """:func:`refit_constants`, and the number of formula evaluations it took (each on all
+    rows of ``X``; the Jacobian's finite differences included): the work budget of
+    :func:`kansym.symbolic.occam.simplify_edges` counts these, never seconds."""
     prob = _Problem(expr, symbols, X, y, loss_space)
     if not prob.params:
-        return sympy.sympify(expr)
-    return prob.build(prob.refit(prob.values, np.ones(len(prob.params), bool), max_nfev))
+        return sympy.sympify(expr), 0
+    return prob.build(prob.refit(prob.values, np.ones(len(prob.params), bool), max_nfev)), prob.evaluations
 
 
 def snap_constant(v: float, *, rel_tol: float = 1e-2, max_denominator: int = 12,
@@ -299,31 +315,23 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     return prob.build(values, fixed)
 
 
-def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40, timeout: float = 60.0) -> sympy.Expr:
+def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
     """Simplify deterministically; never returns a longer expression.
 
-    Tries ``powsimp``, ``factor_terms`` and ``together``, and ``sympy.simplify``
-    when the expression has at most ``max_ops`` operations. Which rewrites run
-    depends only on the expression's size, never on the clock, so the same input
-    gives the same formula on a busy or a quiet machine. ``timeout`` (seconds;
-    SIGALRM, main thread only) is a safety net against a pathological rewrite,
-    set far above what expressions of ``max_ops`` operations need (well under a
-    second each); a rewrite that reaches it is skipped and logged. The candidate
-    with the fewest operations wins (ties: the first, the input itself).
+    Tries ``powsimp``, ``factor_terms`` and ``together`` (single passes over the tree,
+    milliseconds even for the composition of an unpruned network), and ``sympy.simplify``
+    only when the expression has at most ``max_ops`` operations (``sympy.count_ops``;
+    well under a second there, while on large formulas it can run for minutes). Which
+    rewrites run depends on the expression alone, never on the clock: sympy cannot be
+    stopped after a count of work, and a cut-off in seconds would make a busy machine
+    print another formula. The candidate with the fewest operations wins (ties: the
+    first, the input itself).
     """
     expr = sympy.sympify(expr)
     options: list[Callable[[sympy.Expr], sympy.Expr]] = [sympy.powsimp, sympy.factor_terms, sympy.together]
     if sympy.count_ops(expr) <= max_ops:
         options.append(sympy.simplify)
-    cands = [expr]
-    for fn in options:
-        out = _timed(lambda fn=fn: fn(expr), timeout, run_untimed=True)
-        if out is None:
-            logger.warning("%s stopped after %.0f s on a %d-operation formula; kept the unsimplified form",
-                           fn.__name__, timeout, sympy.count_ops(expr))
-        else:
-            cands.append(out)
-    return min(cands, key=sympy.count_ops)
+    return min([expr, *(fn(expr) for fn in options)], key=sympy.count_ops)
 
 
 def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,

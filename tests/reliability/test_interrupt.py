@@ -165,16 +165,6 @@ def test_train_started_with_sigint_ignored_says_ctrl_c_cannot_stop_it(tmp_path):
     assert "Ctrl-C saves" not in result.stderr
 
 
-def _same_value(a: str, b: str, data) -> bool:
-    import sympy
-
-    x1, x2 = sympy.symbols("x1 x2", real=True)
-    rows = np.loadtxt(data, delimiter=",", skiprows=1)
-    fa, fb = (sympy.lambdify([x1, x2], sympy.sympify(e, locals={"x1": x1, "x2": x2})) for e in (a, b))
-    va, vb = (np.broadcast_to(f(rows[:, 0], rows[:, 1]), rows[:, 0].shape) for f in (fa, fb))
-    return bool(np.allclose(va, vb, rtol=1e-9, atol=1e-12))
-
-
 class _CtrlC:
     def __init__(self, at):
         self.at, self.calls, self.real = at, 0, fit_module._objective
@@ -222,7 +212,5 @@ def test_ctrl_c_during_fit_then_resume_gives_the_same_formula(tmp_path, monkeypa
     a = json.loads((tmp_path / "r" / "formula.json").read_text())
     b = json.loads((tmp_path / "s" / "formula.json").read_text())
     assert a["edges"] == b["edges"]  # the same primitive and constants on every edge
-    # The same formula. Compared by value: kansym's final sympy.simplify runs under a 2 s
-    # alarm (kansym.symbolic.refine), so on a loaded machine one run may keep the
-    # unsimplified (equal) form.
-    assert _same_value(a["sympy"], b["sympy"], data) and a["r2_data"] == pytest.approx(b["r2_data"], abs=1e-9)
+    # the same record, exactly: no budget of the symbolic stages reads a clock (issue 17)
+    assert a == b

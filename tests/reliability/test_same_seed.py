@@ -52,19 +52,10 @@ def test_same_seed_gives_identical_checkpoint_tensors_and_formula(tmp_path, writ
     for key in ta:
         assert ta[key].dtype == tb[key].dtype and ta[key].numpy().tobytes() == tb[key].numpy().tobytes(), key
     assert _strip(a) == _strip(b)  # config, names, history, transform: equal
-    for key in ("raw_sympy", "r2_model", "edges"):  # the composition and every edge's fit: exact
-        assert fa[key] == fb[key], key
-    # The refined formula: equal by value (its final sympy.simplify runs under a 2 s alarm in
-    # kansym.symbolic.refine, so a loaded machine may keep the unsimplified, equal form).
-    import numpy as np
-    import sympy
-
-    x1, x2 = sympy.symbols("x1 x2", real=True)
-    rows = np.random.default_rng(0).uniform(-1, 1, (50, 2))
-    va, vb = (sympy.lambdify([x1, x2], sympy.sympify(f["sympy"], locals={"x1": x1, "x2": x2}))(rows[:, 0], rows[:, 1])
-              for f in (fa, fb))
-    np.testing.assert_allclose(va, vb, rtol=1e-9, atol=1e-12)
-    assert abs(fa["r2_data"] - fb["r2_data"]) < 1e-9
+    # the whole record, the refined formula included, exactly (its simplification depends on
+    # the formula's size, not on a clock); only the checkpoint's name differs
+    assert fa.pop("checkpoint") != fb.pop("checkpoint")
+    assert fa == fb
 
     # another seed gives another model (the test can fail)
     other = tmp_path / "c.pt"
