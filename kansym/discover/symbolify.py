@@ -20,6 +20,7 @@ import numpy as np
 import sympy
 
 from kansym.discover.config import DiscoverConfig
+from kansym.discover.magnitude import check_representable, formula_to_table, symbolic_to_table, working_scales
 from kansym.discover.result import R2_GAP, Formula
 from kansym.io.bundle import ModelBundle
 from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
@@ -145,18 +146,33 @@ def symbolify_bundle(
     Uses ``config``'s ``library``, ``r2_threshold``, ``min_edge_r2``,
     ``simplify_edges``, ``direct_search`` and ``complexity_weight``; the rows are
     ``x, y`` (CSV units) or the bundle's calibration rows, none held out. The direct
-    search runs when :func:`wants_direct_search` says so.
+    search runs when :func:`wants_direct_search` says so. Columns of extreme magnitude are
+    worked on in exact power-of-two units, as in :func:`kansym.discover.run.discover`.
+
+    Raises
+    ------
+    DataError
+        A law that float64 cannot evaluate in the table's units
+        (:func:`kansym.discover.magnitude.check_representable`).
     """
     x = bundle.x_cal if x is None else x
     y = bundle.y_cal if y is None else y
+    scales = working_scales(x, y, bundle.input_names, bundle.output_names,
+                            "log" if bundle.transform.log_space else "linear")
+    xw, yw = scales.x_to_working(x), scales.y_to_working(y)
     direct = None
     if wants_direct_search(config, x.shape[1], y.shape[1]):
         symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
-        direct = direct_search(x, y[:, 0], symbols, complexity_weight=config.complexity_weight)
+        direct = direct_search(xw, yw[:, 0], symbols, complexity_weight=config.complexity_weight)
     sym, formulas = symbolify_stage(
-        bundle, x, y, library=config.library, r2_threshold=config.r2_threshold, min_edge_r2=config.min_edge_r2,
-        simplify=config.simplify_edges, direct=direct, complexity_weight=config.complexity_weight,
+        scales.bundle_to_working(bundle), xw, yw, library=config.library, r2_threshold=config.r2_threshold,
+        min_edge_r2=config.min_edge_r2, simplify=config.simplify_edges, direct=direct,
+        complexity_weight=config.complexity_weight,
     )
+    formulas = tuple(formula_to_table(f, scales, k) for k, f in enumerate(formulas))
+    for k, f in enumerate(formulas):
+        check_representable(f, x, y[:, k], scales)
+    sym = symbolic_to_table(sym, scales)
     for f in formulas:
         if f.reason:
             log.info("%s", f.reason)
