@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -194,13 +195,18 @@ def occam_candidates(bundle: ModelBundle, *, library: Sequence[str] | None = Non
     -------
     list of Candidate
         Every formula tried, with its complexity, normalised error and whether the
-        search moved to it (the last accepted one is the choice).
+        search moved to it (the last accepted one is the choice), in the table's units
+        (tables of extreme magnitude are tried in exact power-of-two units, as in
+        :func:`symbolify_bundle`).
     """
+    scales = working_scales(bundle.x_cal, bundle.y_cal, bundle.input_names, bundle.output_names,
+                            "log" if bundle.transform.log_space else "linear")
+    bundle = scales.bundle_to_working(bundle)
     sym, candidates = symbolify(bundle.model, bundle.model_inputs().double(), bundle.transform, bundle.input_names,
                                 bundle.output_names, library=library, r2_threshold=r2_threshold)
     symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
     _, tried = simplify_edges(sym, candidates, symbols, bundle.x_cal, bundle.y_cal[:, 0], time_budget=time_budget)
-    return tried
+    return [replace(c, expr=scales.expr_to_table(c.expr, symbols)) for c in tried]
 
 
 def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: float, x: np.ndarray, y: np.ndarray,

@@ -37,6 +37,7 @@ factors the substitution leaves behind are then multiplied out into one number).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
@@ -76,14 +77,19 @@ def _spans_decades(x: np.ndarray, y: np.ndarray, decades: float = 2.0) -> bool:
         return bool(np.max(np.log10(both.max(axis=0)) - np.log10(both.min(axis=0))) >= decades)
 
 
-def _ldexp(a: np.ndarray, k: Sequence[int]) -> np.ndarray:
-    """``a * 2**k`` per column, exactly."""
+def _ldexp(a: np.ndarray, k: Sequence[Fraction]) -> np.ndarray:
+    """``a * 2**k`` per column: exact for integer ``k`` (a rational ``k`` rounds once)."""
     a = np.asarray(a, dtype=np.float64)
-    return np.ldexp(a, np.asarray(k, dtype=np.int64)) if any(k) else a
+    if not any(k):
+        return a
+    if all(Fraction(v).denominator == 1 for v in k):
+        return np.ldexp(a, np.asarray([int(v) for v in k], dtype=np.int64))
+    return a * np.exp2(np.asarray([float(v) for v in k], dtype=np.float64))
 
 
-def _pow2(k: int) -> sympy.Rational:
-    return sympy.Integer(2) ** int(k)
+def _pow2(k: Fraction) -> sympy.Expr:
+    k = Fraction(k)
+    return sympy.Integer(2) ** sympy.Rational(k.numerator, k.denominator)
 
 
 def _unwieldy(r: sympy.Basic) -> bool:
@@ -121,18 +127,25 @@ def tidy_numbers(expr: sympy.Expr) -> sympy.Expr:
     return bottom_up(sympy.sympify(expr), fix)
 
 
+def _show(k: Fraction) -> str:
+    return str(k) if k.denominator == 1 else f"({k})"
+
+
 @dataclass(frozen=True)
 class ColumnScales:
     """The working units of a table: column ``j`` divided by ``2**k[j]``.
 
     Attributes
     ----------
-    x_exp, y_exp : tuple of int
+    x_exp, y_exp : tuple of int (or Fraction)
         ``k`` of each input and each target column (0: the column keeps its units).
+        :meth:`fit` makes integers (exact); a rational ``k`` (the target of a dimensional
+        reduction, ``y / prod x^p`` with fractional ``p``) is exact in the formulas and
+        rounds once in the rows.
     """
 
-    x_exp: tuple[int, ...]
-    y_exp: tuple[int, ...]
+    x_exp: tuple[int | Fraction, ...]
+    y_exp: tuple[int | Fraction, ...]
 
     @classmethod
     def fit(cls, x: np.ndarray, y: np.ndarray, space: str = "auto") -> "ColumnScales":
@@ -157,7 +170,7 @@ class ColumnScales:
     def describe(self, input_names: Sequence[str], output_names: Sequence[str]) -> str:
         """``"y by 2**-1020, a by 2**997"``: the rescaled columns."""
         pairs = [*zip(input_names, self.x_exp), *zip(output_names, self.y_exp)]
-        return ", ".join(f"{n} by 2**{-k}" for n, k in pairs if k)
+        return ", ".join(f"{n} by 2**{_show(-Fraction(k))}" for n, k in pairs if k)
 
     # --- rows ------------------------------------------------------------------------
     def x_to_working(self, x: np.ndarray) -> np.ndarray:
@@ -175,7 +188,7 @@ class ColumnScales:
     def error_to_table(self, value: float, output: int = 0) -> float:
         """An absolute error of output ``output`` in the table's units (exact)."""
         with np.errstate(over="ignore"):
-            return float(np.ldexp(value, self.y_exp[output]))
+            return float(_ldexp(np.asarray([value]), [self.y_exp[output]])[0])
 
     # --- formulas --------------------------------------------------------------------
     def expr_to_table(self, expr: sympy.Expr, symbols: Sequence[sympy.Symbol], output: int = 0) -> sympy.Expr:
@@ -203,10 +216,10 @@ class ColumnScales:
         return self._move(t, [-k for k in self.x_exp], [-k for k in self.y_exp])
 
     @staticmethod
-    def _move(t: DataTransform, kx: list[int], ky: list[int]) -> DataTransform:
-        def scaler(s: Scaler, k: list[int]) -> Scaler:
+    def _move(t: DataTransform, kx: list, ky: list) -> DataTransform:
+        def scaler(s: Scaler, k: list) -> Scaler:
             if t.log_space:  # log(2**k a) = log a + k log 2
-                return Scaler(s.shift + np.asarray(k, dtype=np.float64) * _LN2, s.scale)
+                return Scaler(s.shift + np.asarray([float(v) for v in k], dtype=np.float64) * _LN2, s.scale)
             return Scaler(_ldexp(s.shift[None, :], k)[0], _ldexp(s.scale[None, :], k)[0])
 
         if not any(kx) and not any(ky):
