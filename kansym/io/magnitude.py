@@ -94,9 +94,7 @@ def _pow2(k: Fraction) -> sympy.Expr:
 
 def _unwieldy(r: sympy.Basic) -> bool:
     """A rational too long to read (denominator above 1000 or numerator above 1e12)."""
-    if isinstance(r, sympy.Integer):
-        return abs(int(r)) > 10 ** 12
-    return isinstance(r, sympy.Rational) and r.q > 1000
+    return isinstance(r, sympy.Rational) and (abs(int(r.p)) > 10 ** 12 or int(r.q) > 1000)
 
 
 def _float(num: sympy.Expr) -> sympy.Float:
@@ -124,7 +122,7 @@ def tidy_numbers(expr: sympy.Expr) -> sympy.Expr:
             return _float(e)
         return e
 
-    return bottom_up(sympy.sympify(expr), fix)
+    return bottom_up(sympy.sympify(expr), fix, atoms=True)
 
 
 def _show(k: Fraction) -> str:

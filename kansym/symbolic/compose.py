@@ -24,6 +24,7 @@ import torch
 from kansym.nn.kan import KAN
 from kansym.symbolic.fit import EdgeFit, select_edge_fit
 from kansym.symbolic.library import Primitive, get_library
+from kansym.symbolic.names import needs_dummies
 from kansym.symbolic.numeric import numeric_edge
 from kansym.io.transform import DataTransform
 
@@ -250,7 +251,7 @@ def symbolify(
 
 @functools.lru_cache(maxsize=128)
 def _lambdified(expr: sympy.Expr, symbols: tuple) -> Callable:
-    return sympy.lambdify(list(symbols), expr, modules="numpy")
+    return sympy.lambdify(list(symbols), expr, modules="numpy", dummify=needs_dummies(symbols))
 
 
 def lambdify_formula(expr: sympy.Expr, symbols: Sequence[sympy.Symbol]) -> Callable[[np.ndarray], np.ndarray]:
@@ -263,7 +264,7 @@ def lambdify_formula(expr: sympy.Expr, symbols: Sequence[sympy.Symbol]) -> Calla
     try:
         f = _lambdified(expr, tuple(symbols))
     except TypeError:  # an unhashable argument: no cache
-        f = sympy.lambdify(list(symbols), expr, modules="numpy")
+        f = sympy.lambdify(list(symbols), expr, modules="numpy", dummify=needs_dummies(symbols))
 
     def call(x: np.ndarray) -> np.ndarray:
         out = f(*[x[:, i] for i in range(x.shape[1])])

@@ -32,7 +32,7 @@ from typing import Mapping, Sequence
 
 import sympy
 
-__all__ = ["identifiers", "identifier", "is_safe_identifier", "rename_symbols"]
+__all__ = ["identifiers", "identifier", "is_safe_identifier", "rename_symbols", "needs_dummies"]
 
 _EXPORT_NAMES = frozenset({"numpy", "X", "__debug__"})
 
@@ -104,3 +104,10 @@ def rename_symbols(expr: sympy.Expr, names: Mapping[str, str]) -> sympy.Expr:
     sub = {s: sympy.Symbol(names[s.name], **s.assumptions0) for s in expr.free_symbols
            if isinstance(s, sympy.Symbol) and s.name in names and names[s.name] != s.name}
     return expr.xreplace(sub) if sub else expr
+
+
+def needs_dummies(symbols: Sequence[sympy.Basic]) -> bool:
+    """Whether ``sympy.lambdify`` must be told to rename its arguments (``dummify=True``): it
+    renames names that are no identifiers or are keywords itself, but not a column named
+    ``__debug__``, which Python cannot assign."""
+    return any(getattr(s, "name", None) == "__debug__" for s in symbols)

@@ -24,6 +24,7 @@ import sympy
 from scipy.optimize import least_squares
 
 from kansym.errors import ConfigError, DataError
+from kansym.symbolic.names import needs_dummies
 from kansym.symbolic.verify import _timed
 
 __all__ = ["refit_constants", "snap_constant", "snap_constants", "reduce_phases",
@@ -56,7 +57,8 @@ class _Problem:
         self.params = [sympy.Dummy(f"c{i}") for i in range(len(floats))]
         self.expr = expr.xreplace(dict(zip(floats, self.params)))
         self.values = np.array([float(f) for f in floats])
-        self._f = sympy.lambdify([*self.symbols, *self.params], self.expr, modules="numpy")
+        self._f = sympy.lambdify([*self.symbols, *self.params], self.expr, modules="numpy",
+                                 dummify=needs_dummies(self.symbols))
         target = np.log(self.y) if self.log else self.y
         self._target = target
         self._scale = max(float(np.std(target)), 1e-12 * max(1.0, float(np.max(np.abs(target)))))
@@ -104,11 +106,13 @@ class _Problem:
             v[i] += step
             jac[:, col] = (self.residual(v) - base) / step
         dof = max(base.size - idx.size, 1)
-        s2 = float(base @ base) / dof
+        with np.errstate(over="ignore", invalid="ignore"):  # checked: LAPACK's SVD may not return on inf
+            s2 = float(base @ base) / dof
+            jtj = jac.T @ jac
         out = np.zeros(values.size)
-        if not np.all(np.isfinite(jac)):
+        if not (np.all(np.isfinite(jtj)) and math.isfinite(s2)):
             return out
-        cov = s2 * np.linalg.pinv(jac.T @ jac)
+        cov = s2 * np.linalg.pinv(jtj)
         out[idx] = np.sqrt(np.clip(np.diag(cov), 0.0, None))
         return out
 
