@@ -57,13 +57,25 @@ _LN2 = float(np.log(2.0))
 
 def _exponents(a: np.ndarray, low: int, high: int) -> tuple[tuple[int, ...], bool]:
     """Per column the binary exponent of its largest finite |value| less one (0 for a column
-    of zeros), and whether some column lies outside ``[2**low, 2**high)``."""
+    of zeros), and whether some column lies outside ``[2**low, 2**high)``.
+
+    A column that spans more than float64's normal range below its largest value (say 1e-30
+    to 1e300) is divided by less: its smallest non-zero value stays a normal float (at least
+    ``2**-1022``), so no value is rounded to a subnormal or to 0 and the way back is exact.
+    """
     out, extreme = [], False
     for col in np.asarray(a, dtype=np.float64).reshape(a.shape[0], -1).T:
         m = np.abs(col[np.isfinite(col)])
-        top = float(m.max()) if m.size else 0.0
-        extreme |= top != 0.0 and not 2.0 ** low <= top < 2.0 ** high
-        out.append(int(np.frexp(top)[1]) - 1 if top else 0)
+        m = m[m > 0]
+        if not m.size:
+            out.append(0)
+            continue
+        top, bottom = float(m.max()), float(m.min())
+        extreme |= not 2.0 ** low <= top < 2.0 ** high
+        k = int(np.frexp(top)[1]) - 1
+        if k > 0:  # dividing: keep the smallest value normal (frexp's exponent e: 2**(e-1) <= v < 2**e)
+            k = min(k, int(np.frexp(bottom)[1]) - 1 + 1022)
+        out.append(k)
     return tuple(out), extreme
 
 

@@ -5,7 +5,8 @@ A formula's symbols carry the CSV column names verbatim (``mass kg``, ``speed-m/
 program parses back (``formula.json``'s ``sympy`` strings, the Python export) uses
 :func:`identifiers` instead: per column a name that is
 
-- a Python identifier, unchanged by Python's NFKC normalisation of identifiers, and no
+- a Python identifier of word characters only (what ``tokenize``, and so sympy's parser,
+  reads as a name), unchanged by Python's NFKC normalisation of identifiers, and no
   keyword (``lambda`` -> ``lambda_``);
 - none of the names ``sympy.sympify`` binds before it reads a string (sympy's ``I``,
   ``E``, ``S``, ``N``, ``O``, ``Q``, ``pi``, ``beta``, ``gamma``, ``sin``, ... and Python's
@@ -44,16 +45,22 @@ def _sympy_names() -> frozenset[str]:
     return frozenset(sympy.__all__) | frozenset(dir(builtins))
 
 
+def _word(c: str) -> bool:
+    """A character an identifier may hold that Python's ``tokenize`` (sympy's parser) also reads
+    as part of a name (``\\w``: not the middle dot ``·``, which ``str.isidentifier`` allows)."""
+    return ("a" + c).isidentifier() and re.fullmatch(r"\w", c) is not None
+
+
 def is_safe_identifier(name: str) -> bool:
     """Whether ``name`` may stand as it is in a parsed formula (see the module docstring)."""
-    return (name.isidentifier() and unicodedata.normalize("NFKC", name) == name and not keyword.iskeyword(name)
-            and name not in _EXPORT_NAMES and name not in _sympy_names())
+    return (name.isidentifier() and all(_word(c) for c in name) and unicodedata.normalize("NFKC", name) == name
+            and not keyword.iskeyword(name) and name not in _EXPORT_NAMES and name not in _sympy_names())
 
 
 def _readable(name: str) -> str:
     """``name`` with every run of non-identifier characters made one ``_`` (a valid identifier)."""
     text = unicodedata.normalize("NFKC", str(name))
-    text = "".join(c if ("a" + c).isidentifier() else " " for c in text)
+    text = "".join(c if _word(c) else " " for c in text)
     text = re.sub(r"\s+", "_", text.strip())
     text = text.strip("_") or "x"
     if not text[0].isidentifier():  # a leading digit (or a mark that cannot start a name)
