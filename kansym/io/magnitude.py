@@ -236,17 +236,31 @@ class ColumnScales:
             return t
         return DataTransform(scaler(t.inputs_scaler, kx), scaler(t.targets_scaler, ky), t.log_space)
 
+    def to_dict(self) -> dict:
+        return {"x_exp": [str(k) for k in self.x_exp], "y_exp": [str(k) for k in self.y_exp]}
+
     def bundle_to_table(self, bundle: ModelBundle) -> ModelBundle:
         """``bundle`` (trained in working units) as a bundle of the table's units: transform
-        and calibration rows moved; predictions equal (to a rounding in log units)."""
+        and calibration rows moved; predictions equal (to a rounding in log units).
+
+        Its ``meta["working_units"]`` keeps these scales and the working transform, so that
+        :meth:`bundle_to_working` (a resumed run) restores that transform bit for bit.
+        """
         if self.identity:
             return bundle
+        meta = {**bundle.meta, "working_units": {**self.to_dict(), "transform": bundle.transform.to_dict()}}
         return replace(bundle, transform=self.transform_to_table(bundle.transform),
-                       x_cal=self.x_to_table(bundle.x_cal), y_cal=self.y_to_table(bundle.y_cal))
+                       x_cal=self.x_to_table(bundle.x_cal), y_cal=self.y_to_table(bundle.y_cal), meta=meta)
 
     def bundle_to_working(self, bundle: ModelBundle) -> ModelBundle:
-        """The inverse of :meth:`bundle_to_table`."""
+        """The inverse of :meth:`bundle_to_table` (exact for a bundle it made with these scales)."""
         if self.identity:
             return bundle
-        return replace(bundle, transform=self.transform_to_working(bundle.transform),
-                       x_cal=self.x_to_working(bundle.x_cal), y_cal=self.y_to_working(bundle.y_cal))
+        meta = dict(bundle.meta)
+        saved = meta.pop("working_units", None)
+        if isinstance(saved, dict) and {k: saved.get(k) for k in ("x_exp", "y_exp")} == self.to_dict():
+            transform = DataTransform.from_dict(saved["transform"])
+        else:
+            transform = self.transform_to_working(bundle.transform)
+        return replace(bundle, transform=transform, x_cal=self.x_to_working(bundle.x_cal),
+                       y_cal=self.y_to_working(bundle.y_cal), meta=meta)

@@ -171,3 +171,45 @@ def test_units_with_extreme_magnitudes_give_coulombs_law(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "sympy: q1*q2/(4*pi*epsilon*r**2)" in res.stdout
     assert_law(tmp_path / "out", frame, "F")
+
+
+def test_ctrl_c_on_an_extreme_table_then_resume_gives_the_same_models_and_law(tmp_path, monkeypatch):
+    # the interrupted checkpoint is saved in the table's units and resumed in the working units
+    import importlib
+
+    import torch
+    from click.testing import CliRunner
+
+    from kansym.cli.main import cli
+    from kansym.io.bundle import ModelBundle
+
+    fit_module = importlib.import_module("kansym.train.fit")
+    real = fit_module._objective
+    calls = {"n": 0}
+
+    def ctrl_c(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 40:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    rng = _rng()
+    a, b = rng.uniform(1, 3, 80), rng.uniform(1, 2, 80)
+    pd.DataFrame({"a": a * 1e-300, "b": b, "y": 1e-300 * a * b ** 2}).to_csv(tmp_path / "d.csv", index=False)
+    opts = [str(tmp_path / "d.csv"), "-t", "y", "--steps", "6", "--finetune-steps", "1", "-q"]
+    runner = CliRunner()
+    straight = runner.invoke(cli, ["fit", *opts, "-o", str(tmp_path / "s")])
+    assert straight.exit_code == 0, straight.output
+    monkeypatch.setattr(fit_module, "_objective", ctrl_c)
+    stopped = runner.invoke(cli, ["fit", *opts, "-o", str(tmp_path / "r")])
+    monkeypatch.setattr(fit_module, "_objective", real)
+    assert stopped.exit_code == 130, stopped.output
+    saved = ModelBundle.load(tmp_path / "r" / "interrupted.pt")
+    assert np.abs(saved.x_cal[:, 0]).max() < 1e-299  # the table's units
+    resumed = runner.invoke(cli, ["fit", *opts, "-o", str(tmp_path / "r"), "--resume", str(tmp_path / "r" / "interrupted.pt")])
+    assert resumed.exit_code == 0, resumed.output
+    for name in ("model.pt", "pruned.pt"):
+        sa, sb = (ModelBundle.load(tmp_path / d / name).model.state_dict() for d in ("r", "s"))
+        assert all(torch.equal(sa[k], sb[k]) for k in sa), name
+    ra, rb = (json.loads((tmp_path / d / "formula.json").read_text()) for d in ("r", "s"))
+    assert ra["sympy"] == rb["sympy"] == "a*b**2"
