@@ -193,7 +193,7 @@ class FormulaRecord:
         return tuple(self.data.get("numeric_edges", ()))
 
     @property
-    def identifiers(self) -> dict[str, str]:
+    def identifier_map(self) -> dict[str, str]:
         """``{identifier: column}``: the name of each input in the ``sympy`` strings (record
         ``symbols``; a record without it names each input by its column).
 
@@ -219,7 +219,7 @@ class FormulaRecord:
 
     def _locals(self, symbols: Sequence[sympy.Symbol]) -> dict[str, sympy.Symbol]:
         """The parser's names: each symbol under its column's identifier."""
-        ident_of = {column: ident for ident, column in self.identifiers.items()}
+        ident_of = {column: ident for ident, column in self.identifier_map.items()}
         return {ident_of.get(s.name, s.name): s for s in symbols}
 
     def expr(self, names: Sequence[str] | None = None, *, positive: bool | None = None) -> sympy.Expr:
@@ -237,7 +237,7 @@ class FormulaRecord:
         except (KeyError, SyntaxError, TypeError, ValueError, sympy.SympifyError) as exc:
             raise DataError(f"cannot read the formula of {self.source} ({type(exc).__name__}); "
                             "pass the formula.json that kansym wrote") from exc
-        columns = self.identifiers
+        columns = self.identifier_map
         unknown = sorted(columns.get(s.name, s.name) for s in expr.free_symbols if s not in set(symbols))
         if unknown:
             raise DataError(f"the formula of {self.source} uses {unknown}, which are not among the inputs "
