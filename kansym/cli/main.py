@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import warnings
 
 import click
 
@@ -28,9 +27,6 @@ class KansymGroup(click.Group):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: D102
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        # numpy's overflow/invalid-value warnings (extreme magnitudes in a user's table) print
-        # two lines of numpy source; kansym checks every result for NaN/inf and says so in one line.
-        warnings.filterwarnings("ignore", category=RuntimeWarning, module="numpy")
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Mapping, Sequence
 
 import networkx as nx
@@ -21,6 +22,9 @@ import numpy as np
 import sympy
 
 from kansym.discover.config import DiscoverConfig
+from kansym.discover.magnitude import (
+    ColumnScales, check_representable, formula_to_table, symbolic_to_table, working_scales,
+)
 from kansym.discover.result import Discovery, Formula, split_holdout
 from kansym.discover.run import discover
 from kansym.discover.structure import interaction_r2
@@ -102,11 +106,43 @@ def discover_with_units(
         A missing or unreadable unit (one line, naming the column), or bad data.
     ConfigError, FitError
         As :func:`~kansym.discover.run.discover`.
+
+    A table with columns of extreme magnitude is worked on with every column divided by a
+    power of two, as in :func:`~kansym.discover.run.discover`; the formulas come back in
+    the table's units and the models trained on the groups in the groups' units.
     """
     config = config or DiscoverConfig()
-    names = list(input_names)
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64).reshape(x.shape[0], -1)
+    scales = working_scales(x, y, list(input_names), [target], config.space)
+    res = _discover_with_units(scales.x_to_working(x), scales.y_to_working(y), list(input_names), target, units,
+                               config, progress)
+    return _units_to_table(res, scales, x, y, config)
+
+
+def _units_to_table(res: "UnitsDiscovery", scales: ColumnScales, x, y, config: DiscoverConfig) -> "UnitsDiscovery":
+    """A units discovery of the working units in the table's (:mod:`kansym.discover.magnitude`): the
+    formulas by the column scales, the KAN of the groups by the groups' (``U k`` for a group of
+    exponents ``U``, ``k_y - p . k`` for ``y / prod x^p``)."""
+    if scales.identity:
+        return res
+    fit_idx, _ = split_holdout(x.shape[0], config.holdout, config.seed)
+    formulas = tuple(formula_to_table(f, scales) for f in res.formulas)
+    for f in formulas:
+        check_representable(f, x[fit_idx], y[fit_idx, 0], scales)
+    red, kx = res.reduction, [Fraction(k) for k in scales.x_exp]
+    model = scales
+    if red is not None and res.trained is not None:
+        model = ColumnScales(tuple(sum(int(e) * k for e, k in zip(row, kx)) for row in red.groups),
+                             (Fraction(scales.y_exp[0]) - sum(Fraction(p) * k for p, k in zip(red.p, kx)),))
+    bundle = (lambda b: None if b is None else model.bundle_to_table(b))
+    return replace(res, formulas=formulas, trained=bundle(res.trained), pruned=bundle(res.pruned),
+                   symbolic=symbolic_to_table(res.symbolic, model))
+
+
+def _discover_with_units(x, y, names: list[str], target: str, units, config: DiscoverConfig,
+                         progress) -> "UnitsDiscovery":
+    """:func:`discover_with_units` on (working-unit) rows."""
     if y.shape[1] != 1:
         raise DataError(f"discovery with units takes one target, got {y.shape[1]}")
     missing = [c for c in [*names, target] if c not in units]

@@ -8,13 +8,22 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
 
 ==================  ==========================================================================
 ``target``          the predicted column
-``inputs``          the input columns, in order (the formula's symbols)
-``sympy``           ``str`` of the formula; :func:`read_record` parses it back with one
-                    explicit ``Symbol`` per input (so ``I``, ``gamma``, ``beta`` stay variables)
+``inputs``          the input columns, in order (the formula's variables)
+``symbols``         ``{identifier: column}`` for every input, in order: the name each column has
+                    in the ``sympy`` strings and the Python export
+                    (:func:`kansym.symbolic.names.identifiers`: ``mass kg`` -> ``mass_kg``,
+                    ``lambda`` -> ``lambda_``, ``I`` -> ``I_``; ``x1`` stays ``x1``)
+``sympy``           ``str`` of the formula on those identifiers:
+                    ``sympy.sympify(sympy, locals={i: Symbol(i) for i in symbols})`` parses it
+                    (it also parses without ``locals``: no identifier is a name sympy binds);
+                    :func:`read_record` parses it back on one ``Symbol`` per input, named by its
+                    column (a record without ``symbols``, written before they existed, names
+                    each input by its column)
 ``latex``           the formula in LaTeX (:func:`kansym.symbolic.export.to_latex`)
-``python``          numpy source of the formula (:func:`kansym.symbolic.export.to_python`), or a
-                    comment saying why there is none (numeric edges)
-``raw_sympy``       the composition before refinement
+``python``          numpy source of a function ``f(X)``, ``X[:, i]`` the i-th input (named by its
+                    identifier; :func:`kansym.symbolic.export.to_python`), or a comment saying
+                    why there is none (numeric edges)
+``raw_sympy``       the composition before refinement (identifiers, as every ``sympy`` string)
 ``r2_data``,        R² on the fitting rows against the data and the model, the largest absolute
 ``r2_model``,       error and the RMS error there (:class:`kansym.symbolic.verify.Fidelity`)
 ``max_abs_err``,
@@ -57,11 +66,11 @@ from kansym.io.atomic import atomic_write_text
 from kansym.symbolic.compose import input_symbols, lambdify_formula
 from kansym.symbolic.export import to_latex, to_python
 from kansym.symbolic.fit import EdgeFit
+from kansym.symbolic.names import identifier, identifiers, rename_symbols
 from kansym.symbolic.pareto import FrontEntry
 from kansym.symbolic.verify import Fidelity
 
-__all__ = ["FORMAT", "VERSION", "FormulaRecord", "formula_record", "write_formula_files", "read_record",
-           "python_identifier"]
+__all__ = ["FORMAT", "VERSION", "FormulaRecord", "formula_record", "write_formula_files", "read_record"]
 
 FORMAT = "kansym-formula"
 VERSION = 1
@@ -82,18 +91,29 @@ def formula_record(formula: Formula, bundle: Any = None, symbolic: Any = None, *
     symbolic : SymbolicKAN, optional
         Its per-edge fits (``edges``).
     extra : mapping, optional
-        More top-level keys (they override the standard ones of the same name).
+        More top-level keys (they override the standard ones of the same name; an
+        ``inputs`` entry also names the identifiers of ``symbols``).
     """
     fid = formula.fidelity
+    extra = dict(extra or {})
+    inputs = [str(n) for n in extra.pop("inputs", [s.name for s in formula.symbols] if bundle is None
+                                        else bundle.input_names)]
+    idents = identifiers(inputs)
+    on_idents = dict(zip(inputs, idents))
+
+    def text(expr: Any) -> str:
+        return str(rename_symbols(sympy.sympify(expr), on_idents))
+
     return {
         "format": FORMAT,
         "version": VERSION,
         "target": formula.target,
-        "inputs": [s.name for s in formula.symbols] if bundle is None else list(bundle.input_names),
-        "sympy": str(formula.expr),
+        "inputs": inputs,
+        "symbols": dict(zip(idents, inputs)),
+        "sympy": text(formula.expr),
         "latex": to_latex(formula.expr),
         "python": _python(formula),
-        "raw_sympy": str(formula.raw),
+        "raw_sympy": text(formula.raw),
         "r2_data": fid.r2_data,
         "r2_model": fid.r2_model,
         "max_abs_err": fid.max_abs_err,
@@ -105,32 +125,26 @@ def formula_record(formula: Formula, bundle: Any = None, symbolic: Any = None, *
         "numeric_edges": list(formula.numeric_edges),
         "origin": formula.origin,
         "reason": formula.reason,
-        "pareto": [e.to_dict() for e in formula.front],
+        "pareto": [{**e.to_dict(), "sympy": text(e.expr)} for e in formula.front],
         "space": None if bundle is None else ("log" if bundle.transform.log_space else "linear"),
         "candidates": [
             {
-                "sympy": str(c.expr), "complexity": c.complexity, "error": c.error, "bic": c.bic,
+                "sympy": text(c.expr), "complexity": c.complexity, "error": c.error, "bic": c.bic,
                 "accepted": c.accepted,
                 "primitives": {":".join(map(str, k)): v for k, v in sorted(c.primitives.items())},
             }
             for c in formula.candidates
         ],
         "edges": [] if symbolic is None else [{"id": list(k), **v.to_dict()} for k, v in sorted(symbolic.edges.items())],
-        **dict(extra or {}),
+        **extra,
     }
-
-
-def python_identifier(name: str) -> str:
-    """A Python identifier made from a column name (``period days`` -> ``period_days``)."""
-    out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
-    return out if out and not out[0].isdigit() else f"f_{out}"
 
 
 def _python(formula: Formula) -> str:
     """Python source of the formula, or a comment saying why there is none (numeric edges)."""
     if formula.numeric_edges:
         return f"# no Python export: edges {', '.join(formula.numeric_edges)} fit no primitive and stay numeric\n"
-    return to_python(formula.expr, list(formula.symbols), func_name=python_identifier(formula.target))
+    return to_python(formula.expr, list(formula.symbols), func_name=identifier(formula.target))
 
 
 def write_formula_files(out_dir: str | os.PathLike[str], record: Mapping[str, Any]) -> list[Path]:
@@ -179,10 +193,35 @@ class FormulaRecord:
     def numeric_edges(self) -> tuple[str, ...]:
         return tuple(self.data.get("numeric_edges", ()))
 
+    @property
+    def identifier_map(self) -> dict[str, str]:
+        """``{identifier: column}``: the name of each input in the ``sympy`` strings (record
+        ``symbols``; a record without it names each input by its column).
+
+        Raises
+        ------
+        DataError
+            A ``symbols`` entry that is not such a map of the inputs.
+        """
+        given = self.data.get("symbols")
+        if given is None:
+            return {n: n for n in self.inputs}
+        if not (isinstance(given, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in given.items())
+                and sorted(given.values()) == sorted(self.inputs)):
+            raise DataError(f"{self.source} has a 'symbols' entry that does not map identifiers to its inputs "
+                            f"{list(self.inputs)}; pass the formula.json that kansym wrote")
+        return dict(given)
+
     def symbols(self, names: Sequence[str] | None = None, *, positive: bool | None = None) -> list[sympy.Symbol]:
-        """The formula's symbols: one per input (``names``, default :attr:`inputs`), positive in log space."""
+        """The formula's symbols: one per input (``names``, default :attr:`inputs`), named by
+        the column (not the identifier), positive in log space."""
         positive = self.data.get("space") == "log" if positive is None else positive
         return input_symbols(list(self.inputs if names is None else names), positive=positive)
+
+    def _locals(self, symbols: Sequence[sympy.Symbol]) -> dict[str, sympy.Symbol]:
+        """The parser's names: each symbol under its column's identifier."""
+        ident_of = {column: ident for ident, column in self.identifier_map.items()}
+        return {ident_of.get(s.name, s.name): s for s in symbols}
 
     def expr(self, names: Sequence[str] | None = None, *, positive: bool | None = None) -> sympy.Expr:
         """The formula (``sympy``) parsed on :meth:`symbols`.
@@ -190,19 +229,20 @@ class FormulaRecord:
         Raises
         ------
         DataError
-            The string does not parse, or uses names other than the inputs.
+            The string does not parse, or uses names other than the inputs (``names``).
         """
         symbols = self.symbols(names, positive=positive)
-        local = {s.name: s for s in symbols}
+        local = self._locals(symbols)
         try:
             expr = sympy.parse_expr(str(self.data["sympy"]), local_dict=local)
         except (KeyError, SyntaxError, TypeError, ValueError, sympy.SympifyError) as exc:
             raise DataError(f"cannot read the formula of {self.source} ({type(exc).__name__}); "
                             "pass the formula.json that kansym wrote") from exc
-        unknown = sorted(s.name for s in expr.free_symbols if s.name not in local)
+        columns = self.identifier_map
+        unknown = sorted(columns.get(s.name, s.name) for s in expr.free_symbols if s not in set(symbols))
         if unknown:
             raise DataError(f"the formula of {self.source} uses {unknown}, which are not among the inputs "
-                            f"{list(local)}; pass the model's own formula.json")
+                            f"{[s.name for s in symbols]}; pass the model's own formula.json")
         return expr
 
     def formula(self, names: Sequence[str] | None = None) -> Formula:
@@ -230,7 +270,7 @@ class FormulaRecord:
 
     def _parse(self, text: str, symbols: Sequence[sympy.Symbol]) -> sympy.Expr:
         try:
-            return sympy.parse_expr(str(text), local_dict={s.name: s for s in symbols})
+            return sympy.parse_expr(str(text), local_dict=self._locals(symbols))
         except (SyntaxError, TypeError, ValueError, sympy.SympifyError) as exc:
             raise DataError(f"cannot read a formula of {self.source} ({type(exc).__name__}); "
                             "pass the formula.json that kansym wrote") from exc

@@ -79,13 +79,17 @@ class Formula:
         """Why this formula must not be taken as the answer as it stands, or None.
 
         Set when its R² on the held-out rows (the fitting rows if none were held out)
-        is below the model's by more than ``R2_GAP`` = 0.01, or when some edge fitted no
-        primitive and stayed numeric.
+        is below the model's by more than ``R2_GAP`` = 0.01 or not above 0 (no better than
+        the target's mean, whatever the model's), or when some edge fitted no primitive and
+        stayed numeric.
         """
         notes = []
         if not np.isfinite(self.r2_test) or self.r2_test < self.r2_model_test - R2_GAP:
             notes.append(f"the formula's R² ({self.r2_test:.4f}) is below the model's ({self.r2_model_test:.4f}) "
                          f"by more than {R2_GAP}: it misses part of what the model learned")
+        elif self.r2_test <= 0:  # the model fails too (e.g. one outlying row dominates every squared error)
+            notes.append(f"the formula's R² ({self.r2_test:.4f}) is not above 0: it explains nothing of the target's "
+                         "variation")
         if self.numeric_edges:
             notes.append(f"edges {', '.join(self.numeric_edges)} fit no primitive and stay numeric")
         return "; ".join(notes) or None

@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from kansym.discover.config import DiscoverConfig
+from kansym.discover.magnitude import discovery_to_table, interrupted_to_table, working_scales
 from kansym.discover.result import Discovery, Formula, RunInterrupted, split_holdout
 from kansym.discover.resume import ResumePoint, resume_record
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage
@@ -108,7 +109,15 @@ def train(
     """
     config = config or DiscoverConfig()
     x, y = _as_2d(x, y)
-    return _train(x, y, input_names, output_names, config, config, progress, resume, "main")
+    scales = working_scales(x, y, input_names, output_names, config.space)  # extreme magnitudes: powers of two
+    if resume is not None:
+        resume = replace(resume, bundle=scales.bundle_to_working(resume.bundle))
+    try:
+        bundle = _train(scales.x_to_working(x), scales.y_to_working(y), input_names, output_names, config, config,
+                        progress, resume, "main")
+    except RunInterrupted as stop:
+        raise interrupted_to_table(stop, scales) from None
+    return scales.bundle_to_table(bundle)
 
 
 def _train(x, y, input_names, output_names, config: DiscoverConfig, outer: DiscoverConfig, progress,
@@ -161,16 +170,32 @@ def discover(
     Returns
     -------
     Discovery
+        In the table's units. A table with columns of extreme magnitude (largest value
+        outside about 1e-6 to 1e10, or outside float32's range in log units) is searched
+        with every column divided by an exact power of two and the results written back
+        (:mod:`kansym.io.magnitude`, :mod:`kansym.discover.magnitude`).
 
     Raises
     ------
     RunInterrupted
         On Ctrl-C during training (its ``bundle`` is resumable) or elsewhere (``bundle`` None).
-    DataError, ConfigError, FitError
+    DataError
+        Bad data, or a law that float64 cannot evaluate in the table's units
+        (:func:`kansym.discover.magnitude.check_representable`).
+    ConfigError, FitError
     """
     config = config or DiscoverConfig()
+    x, y = _as_2d(x, y)
+    scales = working_scales(x, y, input_names, output_names, config.space)
+    if resume is not None:
+        resume = replace(resume, bundle=scales.bundle_to_working(resume.bundle))
     with _blas_threads(config.train.num_threads):
-        return _discover(*_as_2d(x, y), input_names, output_names, config, progress, resume)
+        try:
+            found, rows = _discover(scales.x_to_working(x), scales.y_to_working(y), input_names, output_names, config,
+                                    progress, resume)
+        except RunInterrupted as stop:
+            raise interrupted_to_table(stop, scales) from None
+    return _finish(discovery_to_table(found, scales, scales.x_to_table(rows.x), scales.y_to_table(rows.y)))
 
 
 def _as_2d(x, y) -> tuple[np.ndarray, np.ndarray]:
@@ -196,7 +221,8 @@ def _blas_threads(n: int | None):
     return threadpool_limits(limits=n, user_api="blas")
 
 
-def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress, resume) -> Discovery:
+def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress, resume) -> tuple[Discovery, Rows]:
+    """The run on (working-unit) rows: its result (before :func:`_finish`) and the split rows."""
     rows = Rows.split(x, y, config)
     t0 = time.perf_counter()
     direct = None
@@ -215,7 +241,7 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
                           resume if stage == "shortcut" else None, "shortcut")
         f = short.formulas[0]
         if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= floor):
-            return _finish(replace(short, seconds={**short.seconds, "direct": direct_seconds}))
+            return replace(short, seconds={**short.seconds, "direct": direct_seconds}), rows
         log.info("the additive KAN's formula has held-out R² %.6g < %.6g; training the hidden layer too",
                  f.r2_test, floor)
         runs.append(short)
@@ -229,7 +255,7 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
                  other.formulas[0].r2_test)
     seconds = {k: sum(d.seconds.get(k, 0.0) for d in runs) for k in runs[-1].seconds}
     seconds["direct"] = direct_seconds
-    return _finish(replace(best, seconds=seconds, runs=len(runs)))
+    return replace(best, seconds=seconds, runs=len(runs)), rows
 
 
 def _finish(result: Discovery) -> Discovery:

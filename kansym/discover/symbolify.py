@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
 import sympy
 
 from kansym.discover.config import DiscoverConfig
+from kansym.discover.magnitude import check_representable, formula_to_table, symbolic_to_table, working_scales
 from kansym.discover.result import R2_GAP, Formula
 from kansym.io.bundle import ModelBundle
 from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
@@ -145,18 +147,33 @@ def symbolify_bundle(
     Uses ``config``'s ``library``, ``r2_threshold``, ``min_edge_r2``,
     ``simplify_edges``, ``direct_search`` and ``complexity_weight``; the rows are
     ``x, y`` (CSV units) or the bundle's calibration rows, none held out. The direct
-    search runs when :func:`wants_direct_search` says so.
+    search runs when :func:`wants_direct_search` says so. Columns of extreme magnitude are
+    worked on in exact power-of-two units, as in :func:`kansym.discover.run.discover`.
+
+    Raises
+    ------
+    DataError
+        A law that float64 cannot evaluate in the table's units
+        (:func:`kansym.discover.magnitude.check_representable`).
     """
     x = bundle.x_cal if x is None else x
     y = bundle.y_cal if y is None else y
+    scales = working_scales(x, y, bundle.input_names, bundle.output_names,
+                            "log" if bundle.transform.log_space else "linear")
+    xw, yw = scales.x_to_working(x), scales.y_to_working(y)
     direct = None
     if wants_direct_search(config, x.shape[1], y.shape[1]):
         symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
-        direct = direct_search(x, y[:, 0], symbols, complexity_weight=config.complexity_weight)
+        direct = direct_search(xw, yw[:, 0], symbols, complexity_weight=config.complexity_weight)
     sym, formulas = symbolify_stage(
-        bundle, x, y, library=config.library, r2_threshold=config.r2_threshold, min_edge_r2=config.min_edge_r2,
-        simplify=config.simplify_edges, direct=direct, complexity_weight=config.complexity_weight,
+        scales.bundle_to_working(bundle), xw, yw, library=config.library, r2_threshold=config.r2_threshold,
+        min_edge_r2=config.min_edge_r2, simplify=config.simplify_edges, direct=direct,
+        complexity_weight=config.complexity_weight,
     )
+    formulas = tuple(formula_to_table(f, scales, k) for k, f in enumerate(formulas))
+    for k, f in enumerate(formulas):
+        check_representable(f, x, y[:, k], scales)
+    sym = symbolic_to_table(sym, scales)
     for f in formulas:
         if f.reason:
             log.info("%s", f.reason)
@@ -180,14 +197,19 @@ def occam_candidates(bundle: ModelBundle, *, library: Sequence[str] | None = Non
     -------
     list of Candidate
         Every formula tried, with its complexity, normalised error and whether the
-        search moved to it (the last accepted one is the choice).
+        search moved to it (the last accepted one is the choice), in the table's units
+        (tables of extreme magnitude are tried in exact power-of-two units, as in
+        :func:`symbolify_bundle`).
     """
+    scales = working_scales(bundle.x_cal, bundle.y_cal, bundle.input_names, bundle.output_names,
+                            "log" if bundle.transform.log_space else "linear")
+    bundle = scales.bundle_to_working(bundle)
     sym, candidates = symbolify(bundle.model, bundle.model_inputs().double(), bundle.transform, bundle.input_names,
                                 bundle.output_names, library=library, r2_threshold=r2_threshold)
     symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
     _, tried = simplify_edges(sym, candidates, symbols, bundle.x_cal, bundle.y_cal[:, 0],
                               max_evaluations=max_evaluations)
-    return tried
+    return [replace(c, expr=scales.expr_to_table(c.expr, symbols)) for c in tried]
 
 
 def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: float, x: np.ndarray, y: np.ndarray,

@@ -52,6 +52,7 @@ ERROR_FLOOR = 1e-9  # normalised RMS errors below this count as exact (float64 r
 SEARCH_ROWS = 600  # evenly spaced rows used for the subset solves
 REFINE_ROWS = 2000  # at most about this many rows for the refit of a candidate
 MAX_VALUE = 1e12  # features beyond this magnitude on the data are dropped
+MAX_TARGET = 1e100  # target transforms beyond it too (their squares, times features', must stay finite)
 MAX_PHASE = 64.0  # sin/cos(w x) only while |w x| stays below this (about ten periods)
 
 
@@ -158,22 +159,24 @@ def _pow(r: sympy.Expr, p: sympy.Expr) -> sympy.Expr:
 
 
 def _transforms(y: np.ndarray) -> list[tuple[str, np.ndarray, Callable[[sympy.Expr], sympy.Expr]]]:
-    """``(name, T(y), inverse)`` for the transforms invertible on ``y``'s range."""
+    """``(name, T(y), inverse)`` for the transforms invertible on ``y``'s range whose values stay
+    below ``MAX_TARGET`` (the normal equations square them once more)."""
     out = [("id", y, lambda r: r)]
     pos, neg = bool(np.all(y > 0)), bool(np.all(y < 0))
-    if pos or neg:
-        sign = 1 if pos else -1
-        # unevaluated: sympy's sign reasoning on a root of a float rational can take minutes
-        out.append(("inv", 1 / y, lambda r: _pow(r, -1)))
-        out.append(("sq", y ** 2, lambda r: sign * _pow(r, sympy.Rational(1, 2))))
-        out.append(("invsq", 1 / y ** 2, lambda r: sign * _pow(r, sympy.Rational(-1, 2))))
-    if pos:
-        out.append(("log", np.log(y), lambda r: sympy.exp(r, evaluate=False)))
-    if np.all(np.abs(y) <= math.pi / 2):
-        out.append(("sin", np.sin(y), lambda r: sympy.asin(r, evaluate=False)))
-    if np.all(np.abs(y) <= 30) and np.ptp(y) < 30:
-        out.append(("exp", np.exp(y), lambda r: sympy.log(r, evaluate=False)))
-    return [t for t in out if np.all(np.isfinite(t[1])) and np.ptp(t[1]) > 0]
+    with np.errstate(over="ignore", divide="ignore", under="ignore"):  # checked below: finite and < MAX_TARGET
+        if pos or neg:
+            sign = 1 if pos else -1
+            # unevaluated: sympy's sign reasoning on a root of a float rational can take minutes
+            out.append(("inv", 1 / y, lambda r: _pow(r, -1)))
+            out.append(("sq", y ** 2, lambda r: sign * _pow(r, sympy.Rational(1, 2))))
+            out.append(("invsq", 1 / y ** 2, lambda r: sign * _pow(r, sympy.Rational(-1, 2))))
+        if pos:
+            out.append(("log", np.log(y), lambda r: sympy.exp(r, evaluate=False)))
+        if np.all(np.abs(y) <= math.pi / 2):
+            out.append(("sin", np.sin(y), lambda r: sympy.asin(r, evaluate=False)))
+        if np.all(np.abs(y) <= 30) and np.ptp(y) < 30:
+            out.append(("exp", np.exp(y), lambda r: sympy.log(r, evaluate=False)))
+    return [t for t in out if np.all(np.isfinite(t[1])) and np.max(np.abs(t[1])) < MAX_TARGET and np.ptp(t[1]) > 0]
 
 
 def _design(t: np.ndarray, num: list[_Feature], den: list[_Feature], rows) -> np.ndarray:

@@ -5,8 +5,10 @@ LaTeX precision comes from a :class:`sympy.printing.latex.LatexPrinter`
 subclass that overrides only ``_print_Float``; the torch module walks the
 sympy tree with torch operations (no ``exec``), its float constants being
 trainable parameters. Column names from the CSV become readable LaTeX
-(``semi_major_axis_km`` -> ``\\mathrm{semi\\_major\\_axis\\_km}``) while the
-sympy string keeps them verbatim, so it parses back with ``sympy.sympify``.
+(``semi_major_axis_km`` -> ``\\mathrm{semi\\_major\\_axis\\_km}``, ``mass kg`` ->
+``\\mathrm{mass\\ kg}``); Python source names each column by its identifier
+(:func:`kansym.symbolic.names.identifiers`: ``mass kg`` -> ``mass_kg``), as do the
+``sympy`` strings of ``formula.json`` (:mod:`kansym.discover.record`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sympy.printing.latex import LatexPrinter
 from sympy.printing.numpy import NumPyPrinter
 
 from kansym.errors import ConfigError
+from kansym.symbolic.names import identifiers
 
 __all__ = ["to_latex", "to_python", "to_torch", "SympyModule"]
 
@@ -44,15 +47,21 @@ class _PrecisionLatexPrinter(LatexPrinter):
         return text
 
 
+# characters of a column name that mean something in LaTeX math, as they print inside \mathrm{}
+_LATEX_ESCAPES = {"_": r"\_", "#": r"\#", "%": r"\%", "&": r"\&", "$": r"\$", "{": r"\{", "}": r"\}",
+                  " ": r"\ ", "\\": r"\backslash{}", "^": r"\hat{}", "~": r"\sim{}", "\n": r"\ ", "\t": r"\ ",
+                  "\r": r"\ "}
+
+
 def _latex_name(name: str) -> str:
     """Readable LaTeX for a column name: ``x1`` -> ``x_{1}``, ``alpha`` -> ``\\alpha``,
-    anything longer -> ``\\mathrm{...}`` with underscores escaped."""
+    anything longer -> ``\\mathrm{...}`` of the name itself, its LaTeX specials escaped
+    (``mass kg`` -> ``\\mathrm{mass\\ kg}``, ``E_k`` -> ``\\mathrm{E\\_k}``)."""
     if re.fullmatch(r"[A-Za-z]\d*", name):
         return name[0] + (f"_{{{name[1:]}}}" if len(name) > 1 else "")
     if name.lower() in _GREEK:
         return "\\" + name
-    escaped = re.sub(r"([_#%&$])", r"\\\1", name).replace("{", r"\{").replace("}", r"\}")
-    return rf"\mathrm{{{escaped}}}"
+    return rf"\mathrm{{{''.join(_LATEX_ESCAPES.get(c, c) for c in name)}}}"
 
 
 def to_latex(expr: sympy.Expr, *, symbol_names: Mapping[Any, str] | None = None,
@@ -85,15 +94,6 @@ def to_latex(expr: sympy.Expr, *, symbol_names: Mapping[Any, str] | None = None,
     return _PrecisionLatexPrinter({"symbol_names": names}, precision=precision).doprint(expr)
 
 
-def _identifiers(symbols: Sequence[sympy.Symbol]) -> list[str]:
-    out = []
-    for i, s in enumerate(symbols):
-        name = s.name
-        ok = name.isidentifier() and not keyword.iskeyword(name) and name not in ("numpy", "X")
-        out.append(name if ok and name not in out else f"x_{i}")
-    return out
-
-
 def _as_symbols(symbols: Sequence[Any]) -> list[sympy.Symbol]:
     return [s if isinstance(s, sympy.Symbol) else sympy.Symbol(str(s)) for s in symbols]
 
@@ -112,7 +112,10 @@ def to_python(expr: sympy.Expr, symbols: Sequence[Any], func_name: str = "f") ->
     Returns
     -------
     str
-        Self-contained source (imports numpy); floats printed at full precision.
+        Self-contained source (imports numpy); floats printed at full precision. Column
+        ``X[:, i]`` becomes a local variable named by
+        :func:`kansym.symbolic.names.identifiers` (``mass kg`` -> ``mass_kg``); a comment
+        lists them in order with the column names.
 
     Raises
     ------
@@ -126,12 +129,14 @@ def to_python(expr: sympy.Expr, symbols: Sequence[Any], func_name: str = "f") ->
     extra = expr.free_symbols - set(syms)
     if extra:
         raise ConfigError(f"the formula uses {sorted(s.name for s in extra)} which are not in symbols; add them.")
-    idents = _identifiers(syms)
+    idents = identifiers([s.name for s in syms])
     safe = expr.xreplace({s: sympy.Symbol(n) for s, n in zip(syms, idents)})
     body = NumPyPrinter({"fully_qualified_modules": True}).doprint(safe)
     lines = ["import numpy", "", "", f"def {func_name}(X):",
-             f'    """Formula {sympy.sstr(expr)!r}; X has shape (N, {len(syms)}), returns (N,)."""',
-             "    X = numpy.asarray(X, dtype=numpy.float64)"]
+             f'    """Formula {sympy.sstr(safe)!r}; X has shape (N, {len(syms)}), returns (N,)."""',
+             "    # the columns of X, in this order (variable: column name)"]
+    lines += [f"    #   X[:, {i}]  {n}: {s.name!r}" for i, (n, s) in enumerate(zip(idents, syms))]
+    lines += ["    X = numpy.asarray(X, dtype=numpy.float64)"]
     lines += [f"    {n} = X[:, {i}]" for i, n in enumerate(idents)]
     lines += [f"    return numpy.zeros(X.shape[0]) + ({body})", ""]
     return "\n".join(lines)

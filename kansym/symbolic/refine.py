@@ -111,11 +111,13 @@ class _Problem:
             v[i] += step
             jac[:, col] = (self.residual(v) - base) / step
         dof = max(base.size - idx.size, 1)
-        s2 = float(base @ base) / dof
+        with np.errstate(over="ignore", invalid="ignore"):  # checked: LAPACK's SVD may not return on inf
+            s2 = float(base @ base) / dof
+            jtj = jac.T @ jac
         out = np.zeros(values.size)
-        if not np.all(np.isfinite(jac)):
+        if not (np.all(np.isfinite(jtj)) and math.isfinite(s2)):
             return out
-        cov = s2 * np.linalg.pinv(jac.T @ jac)
+        cov = s2 * np.linalg.pinv(jtj)
         out[idx] = np.sqrt(np.clip(np.diag(cov), 0.0, None))
         return out
 

@@ -28,7 +28,8 @@ __all__ = ["stable_lambdify"]
 
 def _plain(arg: sympy.Symbol) -> bool:
     """Whether lambdify takes ``arg`` as it is (a Symbol, not a Dummy, named like a Python variable)."""
-    return type(arg) is sympy.Symbol and arg.name.isidentifier() and not keyword.iskeyword(arg.name)
+    return (type(arg) is sympy.Symbol and arg.name.isidentifier() and not keyword.iskeyword(arg.name)
+            and arg.name != "__debug__")  # an identifier Python cannot assign
 
 
 def stable_lambdify(args: Sequence[sympy.Symbol], expr: sympy.Expr) -> Callable:

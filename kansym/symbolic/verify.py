@@ -216,6 +216,31 @@ def _pair(y_true: Any, y_pred: Any) -> tuple[np.ndarray, np.ndarray]:
     return t, p
 
 
+def _unit_exponent(t: np.ndarray, p: np.ndarray) -> int:
+    """The binary exponent ``e`` of ``max |t|`` (of ``max |p|`` if ``t`` is all 0; finite values only)."""
+    for a in (t, p):
+        a = np.abs(a[np.isfinite(a)])
+        if a.size and a.max() > 0:
+            return int(np.frexp(a.max())[1])
+    return 0
+
+
+def _scaled(t: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """``t, p`` times ``2**-e`` (:func:`_unit_exponent`), and ``e``.
+
+    Multiplying by a power of two is exact, so sums of squares of the scaled arrays are those
+    of the originals times ``4**-e`` exactly: R² and the normalised error do not change, but
+    targets near 1e307 no longer overflow when squared, nor ones near 1e-300 underflow to 0
+    (a formula ``y = 0`` then scored R² 1 on a target that is never 0). A prediction
+    ``2**1024`` times larger than the target overflows to inf: an infinite error.
+    """
+    e = _unit_exponent(t, p)
+    if e == 0:
+        return t, p, 0
+    with np.errstate(over="ignore", under="ignore"):
+        return np.ldexp(t, -e), np.ldexp(p, -e), e
+
+
 def r2_score(y_true: Any, y_pred: Any, *, nonfinite: Literal["raise", "-inf"] = "raise") -> float:
     """Coefficient of determination ``1 - SSE / SST`` of predictions (:func:`r2_from_sse`).
 
@@ -248,8 +273,12 @@ def r2_score(y_true: Any, y_pred: Any, *, nonfinite: Literal["raise", "-inf"] = 
         if nonfinite == "-inf":
             return -math.inf
         raise DataError("r2_score got NaN or inf; the formula may be undefined on some rows.")
-    sse = float(np.sum((t - p) ** 2))
-    sst = float(np.sum((t - t.mean()) ** 2))
+    t, p, _ = _scaled(t, p)  # exact: R² at any magnitude (no overflow near 1e308, no underflow near 1e-300)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sse = float(np.sum((t - p) ** 2))
+        sst = float(np.sum((t - t.mean()) ** 2))
+    if not math.isfinite(sse):  # a prediction beyond 2**1024 times the target's magnitude
+        return -math.inf
     return r2_from_sse(sse, sst)
 
 
@@ -285,6 +314,7 @@ def nrmse(y_true: Any, y_pred: Any) -> float:
     with np.errstate(all="ignore"):
         if not (np.all(np.isfinite(t)) and np.all(np.isfinite(p))):
             return math.inf
+        t, p, _ = _scaled(t, p)  # exact: the ratio at any magnitude
         sd = float(np.std(t))
         rms = float(np.sqrt(np.mean((p - t) ** 2)))
         if sd == 0.0:
@@ -305,7 +335,7 @@ class Fidelity:
         R² of the formula against the model's predictions (NaN if not given).
     max_abs_err, rmse : float
         Largest absolute and root-mean-square error against the data targets,
-        in the units of ``y``.
+        in the units of ``y`` (inf only when the error itself exceeds float64).
     """
 
     r2_data: float
@@ -352,5 +382,8 @@ def fidelity(f: Callable[[np.ndarray], Any], X: Any, y: Any, y_model: Any = None
         raise DataError(f"the formula returned {pred.size} values for {y.size} rows; it must map (N, d) to (N,).")
     r2_data = r2_score(y, pred)
     r2_model = math.nan if y_model is None else r2_score(np.asarray(y_model).ravel(), pred)
-    err = pred - y
-    return Fidelity(r2_data, r2_model, float(np.max(np.abs(err))), float(np.sqrt(np.mean(err**2))))
+    t, p, e = _scaled(y, pred)
+    with np.errstate(over="ignore"):  # errors computed at unit magnitude, then scaled back exactly
+        err = p - t
+        return Fidelity(r2_data, r2_model, float(np.ldexp(np.max(np.abs(err)), e)),
+                        float(np.ldexp(np.sqrt(np.mean(err**2)), e)))

@@ -159,3 +159,23 @@ def test_formula_json_is_parsed_in_exactly_one_module():
     text_users = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if '"formula.json"' in p.read_text(encoding="utf-8")]
     formula_readers = {r for r in readers if r in text_users or "record" in r}
     assert formula_readers == {"discover/record.py"}, (readers, text_users)
+
+
+def test_records_with_and_without_a_symbols_map_read_on_the_column_names(tmp_path):
+    """formula.json's ``sympy`` names each input by its identifier (``symbols``); one written
+    before ``symbols`` existed names it by the column itself and still reads."""
+    from kansym.discover.record import FormulaRecord
+
+    rows = np.array([[1.0, 2.0], [3.0, 5.0]])
+    new = FormulaRecord({"format": FORMAT, "target": "E (J)", "inputs": ["mass kg", "lambda"],
+                         "symbols": {"mass_kg": "mass kg", "lambda_": "lambda"}, "sympy": "mass_kg*lambda_**2/2"})
+    assert [s.name for s in new.symbols()] == ["mass kg", "lambda"]
+    assert str(new.expr()) == "lambda**2*mass kg/2"  # printed on the column names
+    np.testing.assert_allclose(new.predict(rows), [2.0, 37.5])
+    old = FormulaRecord({"format": FORMAT, "target": "y", "inputs": ["x1", "I"], "sympy": "2*x1 - I"})
+    assert old.identifier_map == {"x1": "x1", "I": "I"}
+    np.testing.assert_allclose(old.predict(rows), [0.0, 1.0])  # I is the column, not the imaginary unit
+    bad = FormulaRecord({"format": FORMAT, "target": "y", "inputs": ["a"], "symbols": {"b_": "b"}, "sympy": "b_"},
+                        "bad.json")
+    with pytest.raises(DataError, match="'symbols' entry that does not map identifiers to its inputs"):
+        bad.expr()

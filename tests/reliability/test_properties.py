@@ -14,10 +14,12 @@ tables are mixed in so that the success path runs too (with options that keep it
 Runs are derandomized so CI is reproducible.
 """
 
+import json
 import tempfile
 from pathlib import Path
 
 import numpy as np
+import sympy
 import torch
 from click.testing import CliRunner
 from hypothesis import HealthCheck, event, given, settings
@@ -258,3 +260,105 @@ def test_symbolify_cli_exits_0_or_2_and_keeps_the_checkpoint(ckpt, lib, r2, data
             inputs[Path(tmp) / "d.csv"] = data
             argv += ["--data", str(Path(tmp) / "d.csv")]
         _check(CliRunner().invoke(cli, argv), inputs, [out])
+
+
+# ------------------------------------------------------------------ the edges: magnitudes, column names
+# Cheap pieces, not whole fits: the power-of-two working units and their way back, R² across them,
+# and the identifier map through a formula.json record.
+
+from kansym.discover.record import FormulaRecord, dumps, formula_record  # noqa: E402
+from kansym.discover.result import Formula  # noqa: E402
+from kansym.io.magnitude import ColumnScales, LINEAR_RANGE, LOG_RANGE  # noqa: E402
+from kansym.symbolic.compose import input_symbols, lambdify_formula  # noqa: E402
+from kansym.symbolic.names import identifier, identifiers, is_safe_identifier  # noqa: E402
+from kansym.symbolic.verify import Fidelity, r2_score  # noqa: E402
+
+
+@st.composite
+def extreme_columns(draw, n: int) -> np.ndarray:
+    """``n`` finite values of one magnitude ``2**e`` (e anywhere in float64's range, subnormals
+    included), spread over up to 60 binary orders below it, signed or not, a zero perhaps."""
+    e = draw(st.integers(-1070, 1024))
+    offsets = draw(st.lists(st.integers(0, 60), min_size=n, max_size=n))
+    mant = draw(st.lists(st.floats(0.5, 1.0, exclude_max=True), min_size=n, max_size=n))
+    signed = draw(st.booleans())
+    signs = draw(st.lists(st.sampled_from([-1.0, 1.0] if signed else [1.0]), min_size=n, max_size=n))
+    col = np.ldexp(np.asarray(mant) * np.asarray(signs), e - np.asarray(offsets))
+    if draw(st.booleans()):
+        col[draw(st.integers(0, n - 1))] = 0.0
+    return col
+
+
+@st.composite
+def extreme_tables(draw) -> tuple[np.ndarray, np.ndarray]:
+    n, d = draw(st.integers(2, 12)), draw(st.integers(1, 3))
+    cols = [draw(extreme_columns(n)) for _ in range(d + 1)]
+    return np.column_stack(cols[:-1]), cols[-1][:, None]
+
+
+@SETTINGS
+@given(table=extreme_tables(), space=st.sampled_from(["auto", "linear", "log"]), noise=st.floats(1e-6, 0.5))
+def test_working_units_are_exact_moderate_and_keep_r2(table, space, noise):
+    x, y = table
+    s = ColumnScales.fit(x, y, space)
+    xw, yw = s.x_to_working(x), s.y_to_working(y)
+    assert np.array_equal(s.x_to_table(xw), x) and np.array_equal(s.y_to_table(yw), y)  # bit for bit
+    for col, k in zip(np.column_stack([x, y]).T, s.x_exp + s.y_exp):
+        work = np.abs(np.ldexp(col, -k))
+        if s.identity or not np.any(work):
+            continue
+        assert work.max() < 2.0
+        assert work[work > 0].min() >= min(2.0 ** -1022, np.abs(col[col != 0]).min())  # nothing rounded away
+    if s.identity:  # every column moderate ("auto" takes either range: the wider one holds)
+        low, high = LINEAR_RANGE if space == "linear" else LOG_RANGE
+        for col in np.column_stack([x, y]).T:
+            top = np.abs(col).max()
+            assert top == 0 or 2.0 ** low <= top < 2.0 ** high
+    # R² is the same number in both units (predictions off by a relative ``noise``)
+    pred = y[:, 0] * (1 + noise * np.cos(np.arange(len(y))))
+    assert r2_score(yw[:, 0], s.y_to_working(pred[:, None])[:, 0]) == r2_score(y[:, 0], pred)
+    # a law of the working units, written back, is the same numbers in the table's units
+    syms = input_symbols([f"x{i}" for i in range(x.shape[1])])
+    law = sympy.Rational(3, 2) * syms[0] + syms[-1] / 7  # linear: no intermediate product under- or overflows
+    back = s.expr_to_table(law, syms)
+    with np.errstate(all="ignore"):
+        want = np.ldexp(lambdify_formula(law, syms)(xw), s.y_exp[0])
+        got = lambdify_formula(back, syms)(x)
+    ok = np.isfinite(want) & np.isfinite(got) & (np.abs(want) > 1e-290) & (np.abs(want) < 1e300)
+    normal = all(sympy.Integer(2) ** -1022 <= abs(c) < sympy.Integer(2) ** 1024 for c in back.atoms(sympy.Float))
+    if normal:  # a subnormal constant keeps fewer digits (check_representable then judges by R²)
+        np.testing.assert_allclose(got[ok], want[ok], rtol=1e-12)
+
+
+NAME_TEXT = st.one_of(
+    st.sampled_from(["mass kg", "speed-m/s", "E (J)", "I", "E", "S", "N", "pi", "beta", "lambda", "2theta", "Δt", "µ",
+                     "x", "x_2", "class", "max", "", " ", "a\nb", "__debug__", "X", "numpy", "phi_0_0_0"]),
+    st.text(max_size=8),
+)
+
+
+@SETTINGS
+@given(names=st.lists(NAME_TEXT, min_size=1, max_size=4, unique=True), target=NAME_TEXT, log_space=st.booleans())
+def test_any_column_names_round_trip_through_formula_json(names, target, log_space):
+    ids = identifiers(names)
+    assert len(set(ids)) == len(ids) and all(is_safe_identifier(i) for i in ids) and ids == identifiers(names)
+    symbols = input_symbols(names, positive=log_space)
+    expr = sum((k + 1) * s for k, s in enumerate(symbols)) + sympy.Float(0.5) * symbols[0] * symbols[-1] ** 2
+    formula = Formula(expr=expr, raw=expr, symbols=tuple(symbols), fidelity=Fidelity(1.0, 1.0, 0.0, 0.0), target=target)
+    record = json.loads(dumps(formula_record(formula, extra={"space": "log" if log_space else "linear"})))
+    assert record["inputs"] == names and list(record["symbols"]) == list(ids)
+    rows = np.random.default_rng(0).uniform(0.5, 2.0, (6, len(names)))
+    want = lambdify_formula(expr, symbols)(rows)
+    # the JSON's promise: sympify on its identifiers (with or without locals) is the formula
+    for local in ({i: sympy.Symbol(i) for i in ids}, None):
+        parsed = sympy.sympify(record["sympy"], locals=local)
+        got = lambdify_formula(parsed, [sympy.Symbol(i) for i in ids])(rows)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    # kansym's reader gives it back on the column names
+    back = FormulaRecord(record)
+    assert [s.name for s in back.symbols()] == names
+    np.testing.assert_allclose(back.predict(rows), want, rtol=1e-12)
+    # the Python export compiles and computes it
+    namespace: dict = {}
+    exec(compile(record["python"], "formula.py", "exec"), namespace)  # noqa: S102 - kansym's own export
+    np.testing.assert_allclose(namespace[identifier(target)](rows), want, rtol=1e-12)
