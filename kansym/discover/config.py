@@ -68,6 +68,11 @@ class DiscoverConfig(PlainConfig):
     direct_search : bool
         With one output, at most two inputs and the whole library (``library`` None), also search small formulas directly
         (:mod:`kansym.symbolic.direct`) and let them compete with the KAN's formula.
+    structure : bool
+        With one output, three inputs or more and the whole library, also split the law
+        into sub-laws of one or two inputs on an unsparsified KAN (AI Feynman's
+        separability tests, :mod:`kansym.discover.separate`) and let the formula they make
+        compete with the KAN's.
     complexity_weight : float
         ``w`` of the choice between the KAN's formula and the direct-search candidates:
         the answer minimises ``log10(max(error, 1e-9)) + w * complexity``, error the
@@ -96,6 +101,7 @@ class DiscoverConfig(PlainConfig):
     shortcut: bool = True
     simplify_edges: bool = True
     direct_search: bool = True
+    structure: bool = True
     complexity_weight: float = 0.05
     seed: int = 0
     device: str = "cpu"

@@ -31,10 +31,13 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
 ``r2_test``,        R² of the formula and of the model on the held-out rows (the fitting rows
 ``r2_model_test``,  when ``n_test`` is 0)
 ``n_test``
+``r2_reference_test`` R² on the held-out rows of a KAN trained without sparsification, or NaN
 ``warning``         why the formula is not a verified answer, or null
 ``numeric_edges``   names of edges that fit no primitive (opaque functions in ``sympy``)
-``origin``,         what produced the formula (``kan``, ``direct search``, ``units``, ``pysr``)
-``reason``          and why it was chosen
+``origin``,         what produced the formula (``kan``, ``direct search``, ``structure``, ``units``,
+``reason``          ``pysr``) and why it was chosen
+``structure``       for ``structure``: the decomposition into sub-laws (``kind`` sum, product or
+                    leaf, ``variables``, ``offset``, ``children``), else null
 ``pareto``          the Pareto front: ``sympy``, ``complexity``, ``r2``, ``error``, ``chosen``,
                     ``dominated``
 ``space``           ``linear`` or ``log`` (the units the KAN learned in), or null
@@ -121,11 +124,13 @@ def formula_record(formula: Formula, bundle: Any = None, symbolic: Any = None, *
         "rmse": fid.rmse,
         "r2_test": formula.r2_test,
         "r2_model_test": formula.r2_model_test,
+        "r2_reference_test": formula.r2_reference_test,
         "n_test": formula.n_test,
         "warning": formula.warning,
         "numeric_edges": list(formula.numeric_edges),
         "origin": formula.origin,
         "reason": formula.reason,
+        "structure": formula.structure,
         "pareto": [{**e.to_dict(), "sympy": text(e.expr)} for e in formula.front],
         "space": None if bundle is None else ("log" if bundle.transform.log_space else "linear"),
         "candidates": [
@@ -255,7 +260,8 @@ class FormulaRecord:
         return Formula(expr=expr, raw=raw, symbols=symbols, fidelity=fid, target=self.target,
                        r2_test=float(d.get("r2_test", nan)), r2_model_test=float(d.get("r2_model_test", nan)),
                        n_test=int(d.get("n_test", 0)), front=front, origin=str(d.get("origin", "kan")),
-                       reason=str(d.get("reason", "")))
+                       reason=str(d.get("reason", "")), structure=d.get("structure"),
+                       r2_reference_test=float(d.get("r2_reference_test", nan)))
 
     def _parse(self, text: str, symbols: Sequence[sympy.Symbol]) -> sympy.Expr:
         """A formula string of the record on ``symbols``, parsed without evaluating it

@@ -21,6 +21,8 @@ __all__ = ["Formula", "Discovery", "RunInterrupted", "split_holdout", "MIN_ROWS"
 MIN_ROWS = 10  # fewer rows cannot train and validate a KAN
 MIN_HOLDOUT_ROWS = 20  # fewer held-out rows than this would make a noisy verdict
 R2_GAP = 0.01  # a formula this much below the model's held-out R² is flagged
+REFERENCE_FACTOR = 10.0  # a formula with this many times the reference model's 1 - R² is flagged ...
+REFERENCE_FLOOR = 1e-4  # ... when its 1 - R² is above this
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,14 @@ class Formula:
         analysis) or ``"pysr"``.
     reason : str
         Why it was chosen over the other kinds ("" when nothing competed).
+    r2_reference_test : float
+        Held-out R² of the reference model: the KAN of the run's width trained without
+        sparsification (the oracle of :mod:`kansym.discover.separate`); NaN when none was
+        trained. A formula that falls short of it misses structure the data hold, even when
+        the pruned model it came from falls short too.
+    structure : dict or None
+        For ``origin="structure"``: the decomposition of the law into sub-laws
+        (:class:`kansym.discover.separate.Split`, as a dict); None otherwise.
     """
 
     expr: sympy.Expr
@@ -68,6 +78,8 @@ class Formula:
     front: tuple = ()
     origin: str = "kan"
     reason: str = ""
+    structure: dict | None = None
+    r2_reference_test: float = float("nan")
 
     @property
     def numeric_edges(self) -> tuple[str, ...]:
@@ -80,13 +92,20 @@ class Formula:
 
         Set when its R² on the held-out rows (the fitting rows if none were held out)
         is below the model's by more than ``R2_GAP`` = 0.01 or not above 0 (no better than
-        the target's mean, whatever the model's), or when some edge fitted no primitive and
-        stayed numeric.
+        the target's mean, whatever the model's); when its ``1 - R²`` there is over
+        ``REFERENCE_FACTOR`` = 10 times that of the reference model
+        (:attr:`r2_reference_test`) and above ``REFERENCE_FLOOR`` = 1e-4 (a lack-of-fit test:
+        with noise both approach the noise floor, without it an invented formula stays far
+        above the reference); or when some edge fitted no primitive and stayed numeric.
         """
         notes = []
         if not np.isfinite(self.r2_test) or self.r2_test < self.r2_model_test - R2_GAP:
             notes.append(f"the formula's R² ({self.r2_test:.4f}) is below the model's ({self.r2_model_test:.4f}) "
                          f"by more than {R2_GAP}: it misses part of what the model learned")
+        elif 1.0 - self.r2_test > max(REFERENCE_FACTOR * (1.0 - self.r2_reference_test), REFERENCE_FLOOR):
+            notes.append(f"the formula's R² ({self.r2_test:.6f}) leaves over {REFERENCE_FACTOR:g} times the "
+                         f"unexplained variance of a KAN trained without sparsification ({self.r2_reference_test:.6f}): "
+                         "the data hold structure it misses")
         elif self.r2_test <= 0:  # the model fails too (e.g. one outlying row dominates every squared error)
             notes.append(f"the formula's R² ({self.r2_test:.4f}) is not above 0: it explains nothing of the target's "
                          "variation")

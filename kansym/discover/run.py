@@ -22,6 +22,7 @@ from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import discovery_to_table, interrupted_to_table, working_scales
 from kansym.discover.result import MIN_ROWS, Discovery, Formula, RunInterrupted, split_holdout
 from kansym.discover.resume import ResumePoint, resume_record
+from kansym.discover.separate import structure_stage, wants_structure
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage
 from kansym.discover.structure import additive_r2, choose_space, interaction_r2
 from kansym.discover.symbolify import symbolify_stage, wants_direct_search
@@ -253,10 +254,12 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
     """The run on (working-unit) rows: its result (before :func:`_finish`) and the split rows."""
     rows = Rows.split(x, y, config)
     t0 = time.perf_counter()
-    direct = None
+    direct, reference = None, float("nan")
     if wants_direct_search(config, x.shape[1], y.shape[1]):
         direct = direct_search(rows.x, rows.y[:, 0], input_symbols(input_names),
                                complexity_weight=config.complexity_weight)
+    elif wants_structure(config, x.shape[1], y.shape[1]):
+        direct, reference = structure_stage(rows, input_names, output_names, config, progress)
     direct_seconds = time.perf_counter() - t0
     runs = []
     # A resumed run continues the stage it was interrupted in; the stages before it are
@@ -269,7 +272,7 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
                           resume if stage == "shortcut" else None, "shortcut")
         f = short.formulas[0]
         if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= floor):
-            return replace(short, seconds={**short.seconds, "direct": direct_seconds}), rows
+            return _referenced(replace(short, seconds={**short.seconds, "direct": direct_seconds}), reference), rows
         log.info("the additive KAN's formula has held-out R² %.6g < %.6g; training the hidden layer too",
                  f.r2_test, floor)
         runs.append(short)
@@ -283,7 +286,12 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
                  other.formulas[0].r2_test)
     seconds = {k: sum(d.seconds.get(k, 0.0) for d in runs) for k in runs[-1].seconds}
     seconds["direct"] = direct_seconds
-    return replace(best, seconds=seconds, runs=len(runs)), rows
+    return _referenced(replace(best, seconds=seconds, runs=len(runs)), reference), rows
+
+
+def _referenced(found: Discovery, r2_reference: float) -> Discovery:
+    """``found`` with the reference model's held-out R² on its formulas (their verification)."""
+    return replace(found, formulas=tuple(replace(f, r2_reference_test=r2_reference) for f in found.formulas))
 
 
 def _finish(result: Discovery) -> Discovery:

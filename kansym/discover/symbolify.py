@@ -237,7 +237,7 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
     def on_kan_symbols(expr: sympy.Expr) -> sympy.Expr:
         return expr.xreplace({s: t for s in expr.free_symbols for t in kan.symbols if s.name == t.name})
 
-    best, best_r2 = kan.expr, kan.r2_test
+    best, best_r2, origin, structure = kan.expr, kan.r2_test, kan.origin, kan.structure
     kan_score, kan_complexity = scored(kan.expr)[0], expression_complexity(kan.expr)
     best_score = math.inf
     for c in direct:
@@ -249,19 +249,19 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
             continue  # never trade a verified formula for one that fails verification (e.g. a heavy weight's constant)
         margin = 0.0 if kan.warning or expression_complexity(expr) < kan_complexity else DIRECT_MARGIN
         if s < min(best_score, kan_score - margin) - 1e-12:
-            best, best_r2, best_score = expr, r2, s
+            best, best_r2, best_score, origin, structure = expr, r2, s, c.origin, c.structure
     if best is kan.expr:
         return kan
     others = [e.expr for e in kan.front] + [kan.expr] + [on_kan_symbols(c.expr) for c in direct]
     front = pareto_front(others, best, kan.symbols, x_test, y_test)
     why = ("the KAN's formula is not verified" if kan.warning else
            f"selection score {best_score:.3f} < {kan_score:.3f} (log10 error + {weight:g} x complexity)")
-    reason = (f"direct search: {best} (R² {best_r2:.6g}, complexity {expression_complexity(best)}) chosen over the "
+    reason = (f"{origin}: {best} (R² {best_r2:.6g}, complexity {expression_complexity(best)}) chosen over the "
               f"KAN's formula (R² {kan.r2_test:.6g}, complexity {kan_complexity}): {why}")
     return Formula(expr=best, raw=kan.raw, symbols=kan.symbols,
                    fidelity=fidelity(lambdify_formula(best, kan.symbols), x, y, y_model), target=kan.target,
                    candidates=kan.candidates, r2_test=next(e.r2 for e in front if e.chosen),
-                   r2_model_test=kan.r2_model_test, n_test=kan.n_test, front=front, origin="direct search",
+                   r2_model_test=kan.r2_model_test, n_test=kan.n_test, front=front, origin=origin, structure=structure,
                    reason=reason)
 
 

@@ -68,11 +68,18 @@ class DirectCandidate:
         :func:`kansym.symbolic.verify.nrmse`) on the rows it was scored on.
     complexity : int
         :func:`kansym.symbolic.pareto.expression_complexity`.
+    origin : str
+        The search that found it: ``"direct search"``, or ``"structure"``
+        (:mod:`kansym.discover.separate`).
+    structure : dict or None
+        For ``"structure"``: the decomposition it came from (``Split.to_dict``).
     """
 
     expr: sympy.Expr
     error: float
     complexity: int
+    origin: str = "direct search"
+    structure: dict | None = None
 
 
 def selection_score(error: float, complexity: int, complexity_weight: float) -> float:
