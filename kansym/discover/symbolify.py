@@ -22,6 +22,7 @@ import sympy
 
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import check_representable, formula_to_table, symbolic_to_table, working_scales
+from kansym.discover.partial import settle_partial
 from kansym.discover.result import R2_GAP, Formula
 from kansym.io.bundle import ModelBundle
 from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
@@ -32,7 +33,7 @@ from kansym.symbolic.refine import refine
 from kansym.symbolic.verify import Fidelity, fidelity, nrmse, r2_score
 
 __all__ = ["symbolify_stage", "symbolify_bundle", "choose_formula", "wants_direct_search", "occam_candidates",
-           "EXACT_DIRECT_ERROR", "DIRECT_MARGIN"]
+           "noise_floor", "EXACT_DIRECT_ERROR", "DIRECT_MARGIN"]
 
 log = logging.getLogger("kansym")
 
@@ -112,8 +113,10 @@ def symbolify_stage(
     loss_space = "log" if bundle.transform.log_space else "linear"
     formulas = []
     for k, raw in enumerate(sym.expressions(symbols)):
+        # the noise floor of the constants' snapping: the model's error on the held-out rows
+        noise = noise_floor(y_test[:, k], y_model_test[:, k], loss_space)
         # with an exact direct formula the KAN's composition is only shown, not refined
-        expr = raw if exact_direct else refine(raw, symbols, x, y[:, k], loss_space=loss_space)
+        expr = raw if exact_direct else refine(raw, symbols, x, y[:, k], loss_space=loss_space, noise=noise)
         fid = fidelity(lambdify_formula(expr, symbols), x, y[:, k], y_model[:, k]) if _finite(expr, symbols, x) else None
         # a composition undefined on some rows (an edge's fit left its domain) is scored as such
         raw_fid = fidelity(lambdify_formula(raw, symbols), x, y[:, k], y_model[:, k]) if _finite(raw, symbols, x) \
@@ -132,6 +135,9 @@ def symbolify_stage(
         )
         if direct is not None and len(bundle.output_names) == 1:
             formula = choose_formula(formula, direct, complexity_weight, x, y[:, 0], y_model[:, 0], x_test, yt)
+        # numeric edges make a partial formula, never the answer (kansym.discover.partial)
+        formula = settle_partial(formula, direct, x, y[:, k], y_model[:, k], x_test, yt, loss_space=loss_space,
+                                 noise=noise)
         formulas.append(formula)
     return sym, tuple(formulas)
 
@@ -263,6 +269,19 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
                    candidates=kan.candidates, r2_test=next(e.r2 for e in front if e.chosen),
                    r2_model_test=kan.r2_model_test, n_test=kan.n_test, front=front, origin="direct search",
                    reason=reason)
+
+
+def noise_floor(y: np.ndarray, y_model: np.ndarray, loss_space: str) -> float | None:
+    """The model's normalised RMS error on ``y`` (held-out rows), in the loss space of the refit
+    (of the logs in log space): the noise floor :func:`kansym.symbolic.refine.refine` holds a
+    formula's constants to. None when it cannot be computed (a non-positive value in log space)."""
+    with np.errstate(all="ignore"):
+        if loss_space == "log":
+            if not (np.all(y > 0) and np.all(y_model > 0)):
+                return None
+            y, y_model = np.log(y), np.log(y_model)
+        err = nrmse(y, y_model)
+    return float(err) if math.isfinite(err) else None
 
 
 def _finite(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray) -> bool:

@@ -11,7 +11,7 @@ this module holds its vocabulary, without data (docs/algorithms.md §8):
   with bounded denominators (``q <= 12``; ``q <= 6`` in an exponent), numerators of at
   most 9 digits; ``pi`` and the other named constants (``1/pi``, ``pi**2``, ``sqrt(2)``,
   ``sqrt(3)``, ``1/sqrt(2 pi)``) as factors, ``pi`` in a phase, ``p pi/q`` and
-  ``p pi**2/q`` (``q <= 4``) in an offset (``sqrt(x**2 - pi**2)``), and never anything but
+  ``p pi**2/q`` (``q <= 2``) in an offset (``sqrt(x**2 - pi**2)``), and never anything but
   a plain rational in an exponent.
 - **Description length** in bits. AI Feynman 2.0 (Udrescu et al. 2020, "AI Feynman 2.0:
   Pareto-optimal symbolic regression exploiting graph modularity", arXiv:2006.10782, §2,
@@ -49,7 +49,7 @@ MAX_DENOMINATOR = {"exponent": 6, "phase": 6, "offset": 12, "factor": 12, "log_f
 NAMED = ((sympy.pi, 12), (1 / sympy.pi, 12), (sympy.pi ** 2, 4), (sympy.sqrt(2), 4), (sympy.sqrt(3), 4),
          (1 / sympy.sqrt(2 * sympy.pi), 4))
 NAME_BITS = math.log2(len(NAMED) + 1)  # which named constant, or none
-OFFSET_NAMED_DENOMINATOR = 4  # an additive offset may be p*pi/q or p*pi**2/q with q <= 4
+OFFSET_NAMED_DENOMINATOR = 2  # an additive offset may be p*pi/q or p*pi**2/q with q <= 2
 FLOAT_BIT = 1.0  # "this constant is a float": two nodes of the complexity, not one
 
 
@@ -165,7 +165,7 @@ def exact_candidates(v: float, context: str, radius: float) -> list[Exact]:
     """Exact numbers within ``radius`` of ``v`` allowed in ``context``, fewest bits first.
 
     Candidates are ``(p/q) * B`` with ``B`` 1 or, in a factor, one of :data:`NAMED` (in a
-    phase only ``pi``, in an offset ``pi`` and ``pi**2`` with ``q <= 4``, in an exponent
+    phase only ``pi``, in an offset ``pi`` and ``pi**2`` with ``q <= 2``, in an exponent
     none), ``q`` up to :data:`MAX_DENOMINATOR` of the context, ``p`` of at
     most :data:`MAX_DIGITS` digits; 0 in every context but ``log_factor``. In a
     ``log_factor`` (``v`` is ``log C``) they are the logs of the factor candidates of

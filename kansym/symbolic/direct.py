@@ -289,6 +289,9 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
                 approx = 3 * (len(cols) - 1) + (0 if name == "id" else 2)
                 prelim.append((selection_score(err, approx, complexity_weight), name, inverse, cols, coef, err))
     prelim.sort(key=lambda r: r[0])
+    # the noise floor of every candidate's constants: the best fit any candidate reached (a
+    # candidate that misses part of the law is held to it, not to its own misfit)
+    noise = min((r[5] for r in prelim), default=None)
     raw = []
     for _, name, inverse, cols, coef, err in prelim[: 4 * refine_top]:
         # err: the numeric error of exactly this expression on the search rows (computed
@@ -311,7 +314,7 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
         if out and floor_score >= min(selection_score(c.error, c.complexity, complexity_weight) for c in out):
             break
         try:
-            fine = refine(expr, syms, xr, yr)
+            fine = refine(expr, syms, xr, yr, noise=noise)
             fine = simplify_formula(fine.xreplace(to_signed))
         except Exception as exc:  # a refit that fails leaves this raw candidate out  # noqa: BLE001
             log.debug("direct search: refining %s failed (%s)", key, exc)

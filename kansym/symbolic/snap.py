@@ -148,7 +148,7 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
             trial = values.copy()
             trial[i] = cand.value
             err = prob.error(trial)
-            if n * (err ** 2 - current ** 2) > z ** 2 * eta ** 2:
+            if n * (err ** 2 - current ** 2) > 0.01 * eta ** 2:  # not free as it stands: the others adapt
                 trial = prob.refit(trial, rest)
                 err = prob.error(trial)
             rise = n * max(err ** 2 - current ** 2, 0.0)
