@@ -24,6 +24,7 @@ from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import check_representable, formula_to_table, symbolic_to_table, working_scales
 from kansym.discover.partial import settle_partial
 from kansym.discover.result import R2_GAP, Formula
+from kansym.discover.structure import interaction_error
 from kansym.io.bundle import ModelBundle
 from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
 from kansym.symbolic.direct import DirectCandidate, direct_search, selection_score
@@ -113,8 +114,9 @@ def symbolify_stage(
     loss_space = "log" if bundle.transform.log_space else "linear"
     formulas = []
     for k, raw in enumerate(sym.expressions(symbols)):
-        # the noise floor of the constants' snapping: the model's error on the held-out rows
-        noise = noise_floor(y_test[:, k], y_model_test[:, k], loss_space)
+        # the noise floor of the constants' snapping: the model's or a smooth fit's held-out error
+        noise = noise_floor(y_test[:, k], y_model_test[:, k], loss_space,
+                            smooth=(x, y[:, k], x_test, y_test[:, k]) if held_out else None)
         # with an exact direct formula the KAN's composition is only shown, not refined
         expr = raw if exact_direct else refine(raw, symbols, x, y[:, k], loss_space=loss_space, noise=noise)
         fid = fidelity(lambdify_formula(expr, symbols), x, y[:, k], y_model[:, k]) if _finite(expr, symbols, x) else None
@@ -271,17 +273,26 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
                    reason=reason)
 
 
-def noise_floor(y: np.ndarray, y_model: np.ndarray, loss_space: str) -> float | None:
-    """The model's normalised RMS error on ``y`` (held-out rows), in the loss space of the refit
-    (of the logs in log space): the noise floor :func:`kansym.symbolic.refine.refine` holds a
-    formula's constants to. None when it cannot be computed (a non-positive value in log space)."""
+def noise_floor(y: np.ndarray, y_model: np.ndarray, loss_space: str, smooth: tuple | None = None) -> float | None:
+    """The noise floor :func:`kansym.symbolic.refine.refine` holds a formula's constants to: the
+    smaller of the model's normalised RMS error on ``y`` (held-out rows) and, given ``smooth =
+    (x, y, x_test, y_test)``, that of a smooth polynomial fit on ``x, y`` judged on the held-out
+    rows (:func:`kansym.discover.structure.interaction_error`: a model the KAN did not learn well
+    says nothing about the noise), in the loss space of the refit (of the logs in log space). None
+    when neither can be computed (a non-positive value in log space)."""
+    log_space = loss_space == "log"
+    out = []
     with np.errstate(all="ignore"):
-        if loss_space == "log":
-            if not (np.all(y > 0) and np.all(y_model > 0)):
-                return None
-            y, y_model = np.log(y), np.log(y_model)
-        err = nrmse(y, y_model)
-    return float(err) if math.isfinite(err) else None
+        if not log_space or (np.all(y > 0) and np.all(y_model > 0)):
+            out.append(nrmse(np.log(y), np.log(y_model)) if log_space else nrmse(y, y_model))
+        if smooth is not None:
+            xs, ys, xt, yt = smooth
+            if log_space and np.all(xs > 0) and np.all(xt > 0) and np.all(ys > 0) and np.all(yt > 0):
+                out.append(interaction_error(np.log(xs), np.log(ys), np.log(xt), np.log(yt)))
+            elif not log_space:
+                out.append(interaction_error(xs, ys, xt, yt))
+    out = [float(e) for e in out if math.isfinite(e)]
+    return min(out) if out else None
 
 
 def _finite(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray) -> bool:

@@ -161,3 +161,17 @@ def test_snapping_is_held_to_the_noise_floor_not_to_the_misfit():
     assert snap_constants(start, [x], X1, y) == 16 * sympy.pi * sympy.exp(-x)
     held = snap_constants(start, [x], X1, y, noise=1e-4)
     assert not held.has(sympy.pi) and held.atoms(sympy.Float)
+
+
+def test_a_sum_fitted_as_a_power_product_gets_no_invented_exponents():
+    # y = a + b fitted as C a^p b^q: the former rule printed a**(pi/8)*b**(pi/8)*exp(7/3) here
+    a, b = sympy.symbols("a b", positive=True)
+    X = np.random.default_rng(7).uniform(1, 5, (1000, 2))
+    y = X[:, 0] + X[:, 1]
+    start = 2.0 * a ** 0.5 * b ** 0.5
+    for noise in (None, 1e-4):  # against its own misfit, and against a noise floor
+        out = refine(start, [a, b], X, y, loss_space="log", noise=noise)
+        exponents = [p.exp for p in out.atoms(sympy.Pow) if p.base in (a, b)]
+        assert exponents and all(isinstance(e, sympy.Float) for e in exponents), out
+        assert not any(isinstance(f, sympy.exp) for f in out.atoms(sympy.Function)), out
+    assert not out.has(sympy.pi) and not _exact_numbers(out)[0]  # held to the floor: floats only
