@@ -31,6 +31,7 @@ from kansym.symbolic.direct import DirectCandidate, direct_search, selection_sco
 from kansym.symbolic.occam import Candidate, simplify_edges
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import refine
+from kansym.symbolic.snap import round_constants
 from kansym.symbolic.verify import Fidelity, fidelity, nrmse, r2_score
 
 __all__ = ["symbolify_stage", "symbolify_bundle", "choose_formula", "wants_direct_search", "occam_candidates",
@@ -126,7 +127,7 @@ def symbolify_stage(
         if fid is None or fid.r2_data < raw_fid.r2_data - 1e-6:
             log.info("refinement lowered R² (%s < %.6g); keeping the raw composition",
                      "nan" if fid is None else f"{fid.r2_data:.6g}", raw_fid.r2_data)
-            expr, fid = raw, raw_fid
+            expr, fid = _rounded_raw(raw, raw_fid, symbols, x, y[:, k], y_model[:, k], loss_space, noise)
         yt = y_test[:, k]
         front = pareto_front([c.expr for c in tried] + [raw], expr, symbols, x_test, yt)
         formula = Formula(
@@ -271,6 +272,23 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
                    candidates=kan.candidates, r2_test=next(e.r2 for e in front if e.chosen),
                    r2_model_test=kan.r2_model_test, n_test=kan.n_test, front=front, origin="direct search",
                    reason=reason)
+
+
+def _rounded_raw(raw: sympy.Expr, raw_fid: Fidelity, symbols, x: np.ndarray, y: np.ndarray, y_model: np.ndarray,
+                 loss_space: str, noise: float | None) -> tuple[sympy.Expr, Fidelity]:
+    """The raw composition with its floats rounded to the precision of their standard errors
+    (:func:`kansym.symbolic.snap.round_constants`), when that keeps its R² within 1e-6; else
+    as it is."""
+    if not np.isfinite(raw_fid.r2_data):
+        return raw, raw_fid
+    try:
+        rounded = round_constants(raw, symbols, x, y, loss_space=loss_space, noise=noise)
+    except (ValueError, ArithmeticError, TypeError):
+        return raw, raw_fid
+    if not _finite(rounded, symbols, x):
+        return raw, raw_fid
+    fid = fidelity(lambdify_formula(rounded, symbols), x, y, y_model)
+    return (rounded, fid) if fid.r2_data >= raw_fid.r2_data - 1e-6 else (raw, raw_fid)
 
 
 def noise_floor(y: np.ndarray, y_model: np.ndarray, loss_space: str, smooth: tuple | None = None) -> float | None:

@@ -50,6 +50,7 @@ Z = 3.0  # standard errors: the "within the noise" test and twice the candidates
 MIN_GAIN = 1.0  # bits a snap must save: the exact value at least twice as probable under the code as the float
 ZERO_BITS = 1.0  # what a constant snapped to 0 saves besides itself: the operator that joined its term
 LN2 = math.log(2.0)
+TRIAL_NFEV = 30  # evaluations per free constant of a trial's refit (the Occam step's budget); the kept one gets more
 
 
 def noise_level(error: float, noise: float | None, floor: float = NUMERIC_NOISE) -> float:
@@ -147,12 +148,13 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
                 break  # fewest bits first: no later candidate can gain more
             trial = values.copy()
             trial[i] = cand.value
-            err = prob.error(trial)
-            if n * (err ** 2 - current ** 2) > 0.01 * eta ** 2:  # not free as it stands: the others adapt
-                trial = prob.refit(trial, rest)
-                err = prob.error(trial)
-            rise = n * max(err ** 2 - current ** 2, 0.0)
+            rise = n * max(prob.error(trial) ** 2 - current ** 2, 0.0)
             gain = budget + bonus - cand.bits - rise / (2 * LN2 * eta ** 2)
+            if (gain <= best_gain or rise > z ** 2 * eta ** 2) and rise > 0.01 * eta ** 2 and rest.any():
+                # not good enough as it stands: the other constants adapt (a short refit)
+                trial = prob.refit(trial, rest, max_nfev=TRIAL_NFEV * (int(rest.sum()) + 1))
+                rise = n * max(prob.error(trial) ** 2 - current ** 2, 0.0)
+                gain = budget + bonus - cand.bits - rise / (2 * LN2 * eta ** 2)
             if rise <= z ** 2 * eta ** 2 and gain > best_gain:
                 best, best_gain = (cand, trial), gain
         if best is not None:
