@@ -30,7 +30,8 @@ def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
     Tries ``powsimp``, ``factor_terms`` and ``together`` (single passes over the tree,
     milliseconds even for the composition of an unpruned network), and ``sympy.simplify``
     only when the expression has at most ``max_ops`` operations (``sympy.count_ops``;
-    well under a second there, while on large formulas it can run for minutes). Which
+    well under a second there, while on large formulas it can run for minutes) and no
+    ``Abs``, ``sign`` or ``Piecewise`` (whose case analysis took minutes even there). Which
     rewrites run depends on the expression alone, never on the clock: sympy cannot be
     stopped after a count of work, and a cut-off in seconds would make a busy machine
     print another formula. The candidate with the fewest operations wins (ties: the
@@ -40,7 +41,9 @@ def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
     """
     expr = sympy.sympify(expr)
     options: list[Callable[[sympy.Expr], sympy.Expr]] = [sympy.powsimp, sympy.factor_terms, sympy.together]
-    if sympy.count_ops(expr) <= max_ops:
+    # sympy.simplify of an Abs of a sum (the abs primitive) can take minutes at 39 operations
+    # (Feynman I.16.6's KAN formula: 140 s, 4.6 s without the Abs): the cheap passes only
+    if sympy.count_ops(expr) <= max_ops and not expr.has(sympy.Abs, sympy.sign, sympy.Piecewise):
         options.append(sympy.simplify)
     floats = len(expr.atoms(sympy.Float))
     # a rewrite may not turn exact numbers into floats (simplify writes 81/(10*pi*x) as 8.1/(pi*x))

@@ -50,7 +50,8 @@ Z = 3.0  # standard errors: the "within the noise" test and twice the candidates
 MIN_GAIN = 1.0  # bits a snap must save: the exact value at least twice as probable under the code as the float
 ZERO_BITS = 1.0  # what a constant snapped to 0 saves besides itself: the operator that joined its term
 LN2 = math.log(2.0)
-TRIAL_NFEV = 30  # evaluations per free constant of a trial's refit (the Occam step's budget); the kept one gets more
+SLACK_BITS = 2.0  # how far the linearised cost may overstate the true one before a candidate is skipped
+TRIAL_NFEV = 30  # evaluations per free constant of a trial's refit (the Occam step's budget); a kept snap's: twice
 
 
 def noise_level(error: float, noise: float | None, floor: float = NUMERIC_NOISE) -> float:
@@ -146,6 +147,11 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
                 if cand.expr == 0:
                     continue
                 break  # fewest bits first: no later candidate can gain more
+            # the linearised cost (the others refitted) ((c - v)/s)**2 / (2 ln 2): a candidate that
+            # cannot gain even with some slack for a nonlinear formula is not tried on the data
+            z_v = abs(cand.value - values[i]) / _se(values[i], se[i])
+            if z_v > z + 1 or budget + bonus - cand.bits - z_v ** 2 / (2 * LN2) <= best_gain - SLACK_BITS:
+                continue
             trial = values.copy()
             trial[i] = cand.value
             rise = n * max(prob.error(trial) ** 2 - current ** 2, 0.0)
@@ -159,7 +165,9 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
                 best, best_gain = (cand, trial), gain
         if best is not None:
             cand, trial = best
-            values, free, fixed[i] = prob.refit(trial, rest), rest, cand.expr
+            # short refits here: refine's final refit polishes the floats left with the full budget
+            values, free, fixed[i] = prob.refit(trial, rest, max_nfev=2 * TRIAL_NFEV * (int(rest.sum()) + 1)), \
+                rest, cand.expr
             current = prob.error(values)
     return prob.build(values, fixed)
 
