@@ -97,7 +97,7 @@ class Problem:
         return float(np.sqrt(np.mean(r * r))) / self._scale
 
     def refit(self, values: np.ndarray, free: np.ndarray, max_nfev: int | None = None) -> np.ndarray:
-        """Least-squares refit of the parameters where ``free`` is True; never worse."""
+        """Least-squares refit of the parameters where ``free`` is True; never worse, never non-finite."""
         if not free.any():
             return values
 
@@ -106,15 +106,21 @@ class Problem:
             v[free] = theta
             return self.residual(v)
 
-        try:  # "trf", not MINPACK's "lm": lm's last bits depend on the process's heap (module docstring)
-            sol = least_squares(resid, values[free], method="trf", x_scale="jac",
-                                max_nfev=max_nfev or 200 * (free.sum() + 1))
+        if not np.all(np.isfinite(values[free])):
+            return values
+        # "trf", not MINPACK's "lm": lm's last bits depend on the process's heap (module docstring); a
+        # step where the formula overflows makes scipy's arithmetic warn: the result is checked below
+        try:
+            with np.errstate(all="ignore"):
+                sol = least_squares(resid, values[free], method="trf", x_scale="jac",
+                                    max_nfev=max_nfev or 200 * (free.sum() + 1))
         except (ValueError, FloatingPointError) as exc:  # e.g. a Jacobian full of NaN
             logger.debug("constant refit failed: %s", exc)
             return values
         out = values.copy()
         out[free] = sol.x
-        return out if self.error(out) <= self.error(values) else values
+        ok = np.all(np.isfinite(out)) and self.error(out) <= self.error(values)
+        return out if ok else values
 
     @property
     def n_rows(self) -> int:
