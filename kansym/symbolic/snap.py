@@ -9,10 +9,15 @@ context (:func:`kansym.symbolic.constants.exact_candidates`) only when both hold
     noise ``eta`` at most (a likelihood-ratio test, one degree of freedom);
 (b) **shorter**: the description length drops by at least :data:`MIN_GAIN` = 1 bit,
     ``L(c) - L(v) - D >= 1``, with ``L`` the bits of :mod:`kansym.symbolic.constants` (the
-    float to the precision ``s``, the exact value by AI Feynman 2.0's codes) and
-    ``D = N (e_v**2 - e**2) / (2 ln 2 eta**2)`` the bits the residuals' Gaussian code at
-    noise ``eta`` grows by (Rissanen 1978's two-part code): the snapped formula is at
-    least twice as probable as the unsnapped one under that code, not a coin flip.
+    float to the precision ``s e/eta`` the formula itself supports, the exact value by AI
+    Feynman 2.0's codes) and ``D = N (e_v**2 - e**2) / (2 ln 2 e**2)`` the bits the
+    residuals' Gaussian code at the formula's own error ``e`` grows by (Rissanen 1978's
+    two-part code): the snapped formula is at least twice as probable as the unsnapped
+    one under that code, not a coin flip. (For a formula that fits to the noise, ``e`` is
+    ``eta``; one that misses part of the law determines its constants no better than its
+    misfit, so its floats are cheap and only a short exact value gains: ``2.9974`` in
+    ``0.33 cos(2.9974 t)`` fitted to a damped oscillation, its error far above the floor, is no
+    ``113/(12 pi)``.)
     A snap to 0 also saves the operator that joined the term (:data:`ZERO_BITS`), so a
     constant within about 1.6 standard errors of 0 is dropped.
 
@@ -137,7 +142,10 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
             break
         i = min(undecided, key=lambda j: (min(abs(c.value - values[j]) for c in options[j]) / _se(values[j], se[j]), j))
         undecided.discard(i)
-        budget = float_bits(values[i], _se(values[i], se[i]))
+        # the float's precision and the residuals' code are the formula's own (sigma = its error): a
+        # formula that misses part of the law determines its constants no better than its misfit
+        sigma = max(current, eta)
+        budget = float_bits(values[i], _se(values[i], se[i]) * sigma / eta)
         best, best_gain = None, MIN_GAIN
         rest = free.copy()
         rest[i] = False
@@ -147,20 +155,22 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
                 if cand.expr == 0:
                     continue
                 break  # fewest bits first: no later candidate can gain more
-            # the linearised cost (the others refitted) ((c - v)/s)**2 / (2 ln 2): a candidate that
-            # cannot gain even with some slack for a nonlinear formula is not tried on the data
+            # the linearised cost (the others refitted): N e**2 rises by ((c - v)/s)**2 eta**2, s the
+            # standard error at eta; a candidate that cannot pass (a) or gain even with some slack
+            # for a nonlinear formula is not tried on the data
             z_v = abs(cand.value - values[i]) / _se(values[i], se[i])
-            if z_v > z + 1 or budget + bonus - cand.bits - z_v ** 2 / (2 * LN2) <= best_gain - SLACK_BITS:
+            if z_v > z + 1 or budget + bonus - cand.bits - (z_v * eta / sigma) ** 2 / (2 * LN2) \
+                    <= best_gain - SLACK_BITS:
                 continue
             trial = values.copy()
             trial[i] = cand.value
             rise = n * max(prob.error(trial) ** 2 - current ** 2, 0.0)
-            gain = budget + bonus - cand.bits - rise / (2 * LN2 * eta ** 2)
+            gain = budget + bonus - cand.bits - rise / (2 * LN2 * sigma ** 2)
             if (gain <= best_gain or rise > z ** 2 * eta ** 2) and rise > 0.01 * eta ** 2 and rest.any():
                 # not good enough as it stands: the other constants adapt (a short refit)
                 trial = prob.refit(trial, rest, max_nfev=TRIAL_NFEV * (int(rest.sum()) + 1))
                 rise = n * max(prob.error(trial) ** 2 - current ** 2, 0.0)
-                gain = budget + bonus - cand.bits - rise / (2 * LN2 * eta ** 2)
+                gain = budget + bonus - cand.bits - rise / (2 * LN2 * sigma ** 2)
             if rise <= z ** 2 * eta ** 2 and gain > best_gain:
                 best, best_gain = (cand, trial), gain
         if best is not None:

@@ -175,3 +175,17 @@ def test_a_sum_fitted_as_a_power_product_gets_no_invented_exponents():
         assert exponents and all(isinstance(e, sympy.Float) for e in exponents), out
         assert not any(isinstance(f, sympy.exp) for f in out.atoms(sympy.Function)), out
     assert not out.has(sympy.pi) and not _exact_numbers(out)[0]  # held to the floor: floats only
+
+
+def test_a_formula_that_misses_the_law_keeps_its_frequency_a_float_not_a_rational_over_pi():
+    # 0.33*cos(w t) fitted to a damped oscillation exp(-t/2)*cos(3t): its error is far above the
+    # noise floor. Coded to the precision the floor alone would give, w = 2.99681 cost more bits
+    # than 113/(12*pi) = 2.99739: the former rule printed 0.3239*cos(113*t/(12*pi)). Coded to
+    # the formula's own precision it stays a float.
+    t = sympy.Symbol("t", real=True)
+    X = np.random.default_rng(0).uniform(0, 6, (1500, 1))
+    y = np.exp(-0.5 * X[:, 0]) * np.cos(3 * X[:, 0])
+    out = refine(sympy.Float(0.33) * sympy.cos(sympy.Float(2.9974) * t), [t], X, y, noise=1e-3)
+    assert not out.has(sympy.pi), out
+    (w,) = [a.args[0].as_coeff_Mul()[0] for a in out.atoms(sympy.cos)]
+    assert isinstance(w, sympy.Float) and abs(float(w) - 2.9968) < 1e-3, out
