@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from sympy.core.function import AppliedUndef
 
-from kansym.symbolic.export import to_latex
+from kansym.discover.partial import report_lines, rows_label
 
 __all__ = ["print_formulas", "pareto_table", "print_reduction"]
 
@@ -29,37 +29,14 @@ def print_formulas(formulas, *, front: bool = True) -> None:
     under it (:attr:`kansym.discover.result.Formula.warning`). A partial formula (numeric
     edges) is not printed as ``target = ...``: its first line says that no closed form was
     verified, the next gives the best closed form found with its R², the third the partial
-    formula, labelled; in the front, formulas with numeric edges are marked.
+    formula, labelled (:func:`kansym.discover.partial.report_lines`); in the front, formulas
+    with numeric edges are marked.
     """
     for f in formulas:
-        where = f"held-out, {f.n_test} rows" if f.n_test else "fitting rows"
-        if f.partial:
-            _print_partial(f, where)
-        else:
-            click.echo(f"{f.target} = {to_latex(f.expr)}")
-            click.echo(f"sympy: {f.expr}")
-        click.echo(f"R² ({where}) = {f.r2_test:.6f}   model R² ({where}) = {f.r2_model_test:.6f}   "
-                   f"R² (data) = {f.fidelity.r2_data:.6f}   R² (vs model) = {f.fidelity.r2_model:.6f}")
-        if f.warning:
-            click.echo(f"WARNING: not a verified answer: {f.warning}")
+        for line in report_lines(f):  # the wording KANRegressor.summary() gives too
+            click.echo(line)
         if front and f.front:
-            click.echo(pareto_table(f.front, where))
-
-
-def _print_partial(f, where: str) -> None:
-    """The answer lines of a partial formula: no closed form verified, the best one found, and
-    the partial formula labelled as such (never on a ``target = ...`` or ``sympy:`` line a
-    reader could copy as the law)."""
-    edges = ", ".join(f.numeric_edges)
-    click.echo(f"{f.target}: no closed form was verified (edges {edges} fit no primitive)")
-    c = f.closed_form
-    if c is None:
-        click.echo("best closed form found: none")
-    else:
-        click.echo(f"best closed form found (not verified: R² ({where}) = {c.r2_test:.6f}, "
-                   f"model's {f.r2_model_test:.6f}): {c.expr}")
-    click.echo(f"partial formula ({edges}: numeric curves of the model, not functions; "
-               f"R² below are its): {f.expr}")
+            click.echo(pareto_table(f.front, rows_label(f)))
 
 
 def pareto_table(entries, where: str = "held-out") -> str:

@@ -14,6 +14,10 @@ the most accurate one on the held-out rows (ties: the simpler), refines its cons
 - otherwise keeps the partial formula, with that closed form and its R² attached
   (:attr:`~kansym.discover.result.Formula.closed_form`), so the record and the printed
   output can say that no closed form was verified and show the best one found.
+
+:func:`answer_lines` and :func:`report_lines` are the one wording of the answer: ``kansym
+fit`` prints them and :class:`kansym.KANRegressor` gives them (``summary()``, its warning),
+so the two never disagree on what the formula is.
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ from sympy.core.function import AppliedUndef
 from kansym.discover.result import R2_GAP, ClosedForm, Formula
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.direct import DirectCandidate
+from kansym.symbolic.export import to_latex
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import refine
 from kansym.symbolic.verify import fidelity, r2_score
 
-__all__ = ["settle_partial", "closed"]
+__all__ = ["settle_partial", "closed", "answer_lines", "report_lines", "rows_label"]
 
 log = logging.getLogger("kansym")
 
@@ -44,6 +49,22 @@ MAX_COMPLEXITY = 200  # closed forms larger than this are not refined (sympy's r
 def closed(expr: sympy.Expr) -> bool:
     """Whether ``expr`` is a closed form: no opaque (numeric-edge) function in it."""
     return not sympy.sympify(expr).atoms(AppliedUndef)
+
+
+def _floats(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with the exact coefficients and offsets of its sums and products as floats
+    (``3*cos(pi*t)/10`` -> ``0.3*cos(3.14159*t)``; exponents and the signs of ``-x`` aside):
+    the constants of a closed form another search snapped against its own noise floor, to be
+    decided again by :func:`kansym.symbolic.refine.refine`."""
+    def number(e: sympy.Expr) -> bool:
+        return bool(e.is_number) and e not in (sympy.S.One, sympy.S.NegativeOne)
+
+    subs = {}
+    for e in sympy.preorder_traversal(expr):
+        if isinstance(e, (sympy.Mul, sympy.Add)):
+            coeff = [a for a in e.args if number(a)]
+            subs.update({a: sympy.Float(a) for a in coeff if not isinstance(a, sympy.Float)})
+    return expr.xreplace(subs) if subs else expr
 
 
 def _held_out_r2(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray) -> float:
@@ -91,9 +112,9 @@ def settle_partial(formula: Formula, direct: Sequence[DirectCandidate] | None, x
         log.info("%s: the formula keeps numeric edges and no closed form was found", formula.target)
         return formula
     r2, _, _, best, origin = max(scored, key=lambda s: (round(s[0], 9), s[1], s[2]))
-    if origin == "kan" and expression_complexity(best) <= MAX_COMPLEXITY:
-        try:
-            fine = refine(best, symbols, x, y, loss_space=loss_space, noise=noise)
+    if expression_complexity(best) <= MAX_COMPLEXITY:
+        try:  # its exact numbers decided again, against this floor (the direct search's may be laxer)
+            fine = refine(_floats(best), symbols, x, y, loss_space=loss_space, noise=noise)
         except (ValueError, ArithmeticError, TypeError) as exc:  # a refit that fails keeps the candidate
             log.debug("refining the best closed form failed (%s)", exc)
             fine = best
@@ -110,3 +131,52 @@ def settle_partial(formula: Formula, direct: Sequence[DirectCandidate] | None, x
                        r2_test=next(e.r2 for e in front if e.chosen), front=front, origin=origin, reason=reason,
                        closed_form=None)
     return replace(formula, closed_form=ClosedForm(best, r2, complexity, origin))
+
+
+def rows_label(formula: Formula) -> str:
+    """Which rows :attr:`Formula.r2_test` is on: ``"held-out, N rows"`` or ``"fitting rows"``."""
+    return f"held-out, {formula.n_test} rows" if formula.n_test else "fitting rows"
+
+
+def answer_lines(formula: Formula) -> list[str]:
+    """The answer as ``kansym fit`` prints it, one string a line.
+
+    A closed form: ``target = <latex>`` and ``sympy: <expr>``. A partial formula (numeric
+    edges) is never on such a line, which a reader could copy as the law: the first line
+    says that no closed form was verified, the second gives the best closed form found
+    (:attr:`Formula.closed_form`) with its R², or says there is none, the third the partial
+    formula, labelled.
+
+    Examples
+    --------
+    >>> import sympy
+    >>> from kansym.discover.result import Formula
+    >>> from kansym.symbolic.verify import Fidelity
+    >>> x = sympy.Symbol("x")
+    >>> f = Formula(expr=2 * x, raw=2 * x, symbols=(x,), fidelity=Fidelity(1.0, 1.0, 0.0, 0.0), target="y")
+    >>> answer_lines(f)
+    ['y = 2 x', 'sympy: 2*x']
+    """
+    f = formula
+    if not f.partial:
+        return [f"{f.target} = {to_latex(f.expr)}", f"sympy: {f.expr}"]
+    edges = ", ".join(f.numeric_edges)
+    c = f.closed_form
+    best = ("best closed form found: none" if c is None else
+            f"best closed form found (not verified: R² ({rows_label(f)}) = {c.r2_test:.6f}, "
+            f"model's {f.r2_model_test:.6f}): {c.expr}")
+    return [f"{f.target}: no closed form was verified (edges {edges} fit no primitive)", best,
+            f"partial formula ({edges}: numeric curves of the model, not functions; R² below are its): {f.expr}"]
+
+
+def report_lines(formula: Formula) -> list[str]:
+    """:func:`answer_lines`, then the R² line (the formula's and the model's on the rows of
+    :func:`rows_label`, the fitting rows' and the agreement with the model) and, when the
+    formula is no verified answer, a ``WARNING`` line (:attr:`Formula.warning`)."""
+    f, where = formula, rows_label(formula)
+    lines = answer_lines(f) + [
+        f"R² ({where}) = {f.r2_test:.6f}   model R² ({where}) = {f.r2_model_test:.6f}   "
+        f"R² (data) = {f.fidelity.r2_data:.6f}   R² (vs model) = {f.fidelity.r2_model:.6f}"]
+    if f.warning:
+        lines.append(f"WARNING: not a verified answer: {f.warning}")
+    return lines

@@ -13,6 +13,7 @@ from kansym.discover.partial import settle_partial
 from kansym.discover.record import formula_record, read_record, tex_text, write_formula_files
 from kansym.discover.result import Formula
 from kansym.symbolic.compose import lambdify_formula
+from kansym.symbolic.direct import DirectCandidate
 from kansym.symbolic.occam import Candidate
 from kansym.symbolic.pareto import pareto_front
 from kansym.symbolic.verify import fidelity, r2_score
@@ -88,3 +89,38 @@ def test_no_closed_form_at_all_is_said_so(capsys):
     assert f.partial and f.closed_form is None
     print_formulas([f], front=False)
     assert capsys.readouterr().out.splitlines()[1] == "best closed form found: none"
+
+
+def test_a_closed_form_snapped_by_another_search_is_decided_again_against_the_models_floor():
+    # the direct search's best, 3*cos(pi*t)/10 + 0.013, had its 0.3014 snapped against its own misfit
+    # (R² 0.53): beside the partial formula, against the model's floor, its numbers are floats again
+    # and their refit follows the data (the frequency moves from pi towards the law's 3)
+    lax = DirectCandidate(sympy.Rational(3, 10) * sympy.cos(sympy.pi * t) + sympy.Rational(13, 1000), 0.68, 8)
+    f = settle_partial(_partial([]), [lax], X[FIT], Y[FIT], Y[FIT], X[TEST], Y[TEST], noise=1e-3)
+    assert f.partial and f.closed_form is not None and f.closed_form.origin == "direct search"
+    c = f.closed_form.expr
+    assert not c.has(sympy.pi) and not any(r.q != 1 for r in c.atoms(sympy.Rational)), c
+    (w,) = [a.args[0].as_coeff_Mul()[0] for a in c.atoms(sympy.cos)]
+    assert abs(float(w) - 3) < 0.01, c
+    assert f.closed_form.r2_test > r2_score(Y[TEST], lambdify_formula(lax.expr, [t])(X[TEST])) + 0.05
+
+
+def test_kanregressor_says_what_the_cli_prints_for_a_partial_formula(tmp_path, capsys):
+    from kansym import KANRegressor
+    from kansym.discover.partial import report_lines
+
+    f = _settle(_partial([sympy.Float(0.25) * sympy.cos(sympy.Float(2.9) * t)]))
+    write_formula_files(tmp_path, formula_record(f))
+    print_formulas([f], front=False)
+    printed = capsys.readouterr().out.splitlines()
+    est = KANRegressor.from_record(tmp_path / "formula.json")
+    assert est.status_ == "partial" and est.closed_form_ is not None
+    summary = est.summary().splitlines()
+    assert summary[0] == printed[0] == "y: no closed form was verified (edges phi_0_0_0 fit no primitive)"
+    assert summary[1] == printed[1] and summary[1].endswith(str(est.closed_form_.expr))
+    assert report_lines(f) == printed
+    assert all(line.startswith("%") for line in est.latex().splitlines())  # nothing typesets as the law
+    assert list(est.equations_["partial"]) == [bool(e.expr.atoms(sympy.core.function.AppliedUndef)) for e in f.front]
+    assert est.equations_["partial"].any() and not est.equations_["partial"].all()
+    warned = est._warning_text()  # what fit() warns with: the warning, then the same answer lines
+    assert warned.startswith(f.warning) and warned.splitlines()[1:3] == printed[:2]
