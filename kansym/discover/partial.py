@@ -56,15 +56,19 @@ def _floats(expr: sympy.Expr) -> sympy.Expr:
     (``3*cos(pi*t)/10`` -> ``0.3*cos(3.14159*t)``; exponents and the signs of ``-x`` aside):
     the constants of a closed form another search snapped against its own noise floor, to be
     decided again by :func:`kansym.symbolic.refine.refine`."""
-    def number(e: sympy.Expr) -> bool:
-        return bool(e.is_number) and e not in (sympy.S.One, sympy.S.NegativeOne)
+    def walk(e: sympy.Expr) -> sympy.Expr:
+        if not e.args:
+            return e
+        if not isinstance(e, (sympy.Mul, sympy.Add)):  # a Pow's exponent, for one, stays exact
+            return e.func(*[walk(a) for a in e.args])
+        nums = [a for a in e.args if a.is_number and a.is_real]
+        rest = [walk(a) for a in e.args if not (a.is_number and a.is_real)]
+        c = e.func(*nums)  # the one coefficient (offset) of this product (sum)
+        if isinstance(e, sympy.Mul):
+            return (c if c in (sympy.S.One, sympy.S.NegativeOne) else sympy.Float(sympy.N(c))) * sympy.Mul(*rest)
+        return (sympy.Float(sympy.N(c)) if c != 0 else sympy.S.Zero) + sympy.Add(*rest)
 
-    subs = {}
-    for e in sympy.preorder_traversal(expr):
-        if isinstance(e, (sympy.Mul, sympy.Add)):
-            coeff = [a for a in e.args if number(a)]
-            subs.update({a: sympy.Float(a) for a in coeff if not isinstance(a, sympy.Float)})
-    return expr.xreplace(subs) if subs else expr
+    return walk(sympy.sympify(expr))
 
 
 def _held_out_r2(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray) -> float:

@@ -42,7 +42,7 @@ def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
     expr = sympy.sympify(expr)
     options: list[Callable[[sympy.Expr], sympy.Expr]] = [sympy.powsimp, sympy.factor_terms, sympy.together]
     # sympy.simplify of an Abs of a sum (the abs primitive) can take minutes at 39 operations
-    # (Feynman I.16.6's KAN formula: 140 s, 4.6 s without the Abs): the cheap passes only
+    # (a relativistic velocity sum's KAN formula: 140 s, 4.6 s without the Abs): the cheap passes only
     if sympy.count_ops(expr) <= max_ops and not expr.has(sympy.Abs, sympy.sign, sympy.Piecewise):
         options.append(sympy.simplify)
     floats = len(expr.atoms(sympy.Float))
