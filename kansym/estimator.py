@@ -2,8 +2,10 @@
 
 ``KANRegressor().fit(X, y)`` trains, prunes and symbolifies a KAN exactly as ``kansym fit``
 does; ``predict`` evaluates the discovered formula, ``score`` is its R², ``sympy()`` and
-``latex()`` give the formula and ``equations_`` the complexity/error Pareto front as a
-table, in the manner of PySR's ``PySRRegressor`` (Cranmer 2023, arXiv:2305.01582) and of
+``latex()`` give the formula, ``summary()`` the answer in ``kansym fit``'s words (a partial
+formula, one with numeric edges, said to be partial, the best closed form beside it:
+:func:`kansym.discover.partial.report_lines`), and ``equations_`` the complexity/error
+Pareto front as a table, in the manner of PySR's ``PySRRegressor`` (Cranmer 2023, arXiv:2305.01582) and of
 scikit-learn's estimator conventions (constructor stores parameters only; learned
 attributes end in ``_``; ``get_params``/``set_params``). scikit-learn itself is not
 needed.
@@ -68,7 +70,12 @@ class KANRegressor:
         Everything the pipeline produced (models, graph, timings); with ``units`` a
         :class:`kansym.discover.dimensional.UnitsDiscovery` (its models are on the groups).
     equations_ : pandas.DataFrame
-        The Pareto front: ``complexity``, ``r2``, ``error``, ``sympy``, ``chosen``.
+        The Pareto front: ``complexity``, ``r2``, ``error``, ``sympy``, ``chosen``,
+        ``dominated``, ``partial`` (the entry keeps numeric edges).
+    status_ : str
+        ``"verified"``, ``"unverified"`` or ``"partial"`` (:attr:`kansym.discover.result.Formula.status`).
+    closed_form_ : kansym.discover.result.ClosedForm or None
+        For a partial formula, the best closed form found beside it (not verified).
     feature_names_in_ : ndarray of str
     n_features_in_ : int
 
@@ -163,7 +170,12 @@ class KANRegressor:
         -----
         UserWarning
             When the formula's held-out R² is more than 0.01 below the model's, or an
-            edge fitted no primitive (:attr:`kansym.discover.result.Formula.warning`).
+            edge fitted no primitive (:attr:`kansym.discover.result.Formula.warning`); for
+            such a partial formula the message goes on with the lines ``kansym fit`` prints
+            instead of ``target = ...`` (no closed form was verified, the best one found,
+            the partial formula labelled). :meth:`sympy` and :meth:`predict` stay those of
+            the partial formula (it evaluates like the model); :attr:`closed_form_` is the
+            closed form.
         """
         import pandas as pd
 
@@ -199,12 +211,18 @@ class KANRegressor:
         self.formula_ = result.formulas[0]
         self.feature_names_in_ = np.asarray(names, dtype=object)
         self.n_features_in_ = X.shape[1]
-        self.equations_ = pd.DataFrame(
-            [e.to_dict() for e in self.formula_.front], columns=["complexity", "r2", "error", "sympy", "chosen", "dominated"]
-        )
+        self.equations_ = _equations([e.to_dict() for e in self.formula_.front], self.formula_)
         if self.formula_.warning:
-            warnings.warn(f"kansym: {self.formula_.warning}", UserWarning, stacklevel=2)
+            warnings.warn(f"kansym: {self._warning_text()}", UserWarning, stacklevel=2)
         return self
+
+    def _warning_text(self) -> str:
+        """The warning of :meth:`fit`: :attr:`warning_`, and for a partial formula the
+        lines ``kansym fit`` prints in place of ``target = ...``."""
+        from kansym.discover.partial import answer_lines
+
+        f = self._fitted()
+        return f.warning if not f.partial else f"{f.warning}\n" + "\n".join(answer_lines(f))
 
     def _check_X(self, X: Any, n_features: int | None) -> np.ndarray:
         X = np.asarray(X, dtype=np.float64)
@@ -239,10 +257,42 @@ class KANRegressor:
         return self._fitted().expr
 
     def latex(self, precision: int = 4) -> str:
-        """The formula in LaTeX (floats to ``precision`` significant digits)."""
+        """The formula in LaTeX (floats to ``precision`` significant digits).
+
+        A partial formula (:attr:`status_` ``"partial"``) gives the text of its
+        ``formula.tex`` instead: LaTeX comments only (no closed form was verified, the best
+        one found, the partial formula), so nothing of it typesets as the law.
+        """
+        from kansym.discover.record import tex_text
         from kansym.symbolic.export import to_latex
 
-        return to_latex(self._fitted().expr, precision=precision)
+        f = self._fitted()
+        if not f.partial:
+            return to_latex(f.expr, precision=precision)
+        c = f.closed_form
+        return tex_text({"target": f.target, "status": f.status, "warning": f.warning,
+                         "latex": to_latex(f.expr, precision=precision),
+                         "closed_form": None if c is None else {"latex": to_latex(c.expr, precision=precision),
+                                                                "r2_test": c.r2_test}})
+
+    def summary(self) -> str:
+        """The answer as ``kansym fit`` prints it (without the Pareto front): the formula, or
+        for a partial one that no closed form was verified, the best closed form and the
+        partial formula labelled; the R² line; a ``WARNING`` line when it is no verified answer
+        (:func:`kansym.discover.partial.report_lines`)."""
+        from kansym.discover.partial import report_lines
+
+        return "\n".join(report_lines(self._fitted()))
+
+    @property
+    def status_(self) -> str:
+        """``"verified"``, ``"unverified"`` or ``"partial"`` (:attr:`kansym.discover.result.Formula.status`)."""
+        return self._fitted().status
+
+    @property
+    def closed_form_(self):
+        """The best closed form found beside a partial formula (not verified), or None."""
+        return self._fitted().closed_form
 
     def to_record(self) -> dict:
         """The fitted formula as a ``formula.json`` record (:mod:`kansym.discover.record`)."""
@@ -277,8 +327,6 @@ class KANRegressor:
         DataError
             Unreadable or foreign file, or a formula that does not parse.
         """
-        import pandas as pd
-
         from kansym.discover.record import read_record
 
         record = read_record(path)
@@ -287,10 +335,22 @@ class KANRegressor:
         est.formula_ = record.formula()
         est.feature_names_in_ = np.asarray(record.inputs, dtype=object)
         est.n_features_in_ = len(record.inputs)
-        est.equations_ = pd.DataFrame(record.pareto, columns=["complexity", "r2", "error", "sympy", "chosen", "dominated"])
+        est.equations_ = _equations(record.pareto, est.formula_)
         return est
 
     @property
     def warning_(self) -> str | None:
         """Why the formula is not a verified answer, or None (see :meth:`fit`)."""
         return self._fitted().warning
+
+
+def _equations(rows: Sequence[dict], formula: Any):
+    """``equations_``: the front's rows (``formula.front``'s, as dicts) with a ``partial``
+    column (the entry keeps numeric edges)."""
+    import pandas as pd
+
+    from kansym.discover.partial import closed
+
+    table = pd.DataFrame(list(rows), columns=["complexity", "r2", "error", "sympy", "chosen", "dominated"])
+    table["partial"] = [not closed(e.expr) for e in formula.front]
+    return table

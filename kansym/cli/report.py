@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import click
+from sympy.core.function import AppliedUndef
 
-from kansym.symbolic.export import to_latex
+from kansym.discover.partial import report_lines, rows_label
 
 __all__ = ["print_formulas", "pareto_table", "print_reduction"]
 
@@ -25,18 +26,17 @@ def print_formulas(formulas, *, front: bool = True) -> None:
     The R² on the held-out rows (the fitting rows if none were held out) is printed
     next to the formula with the model's; a formula whose R² is below the model's by
     more than 0.01, or with numeric edges, is printed with a ``WARNING`` line right
-    under it (:attr:`kansym.discover.result.Formula.warning`).
+    under it (:attr:`kansym.discover.result.Formula.warning`). A partial formula (numeric
+    edges) is not printed as ``target = ...``: its first line says that no closed form was
+    verified, the next gives the best closed form found with its R², the third the partial
+    formula, labelled (:func:`kansym.discover.partial.report_lines`); in the front, formulas
+    with numeric edges are marked.
     """
     for f in formulas:
-        where = f"held-out, {f.n_test} rows" if f.n_test else "fitting rows"
-        click.echo(f"{f.target} = {to_latex(f.expr)}")
-        click.echo(f"sympy: {f.expr}")
-        click.echo(f"R² ({where}) = {f.r2_test:.6f}   model R² ({where}) = {f.r2_model_test:.6f}   "
-                   f"R² (data) = {f.fidelity.r2_data:.6f}   R² (vs model) = {f.fidelity.r2_model:.6f}")
-        if f.warning:
-            click.echo(f"WARNING: not a verified answer: {f.warning}")
+        for line in report_lines(f):  # the wording KANRegressor.summary() gives too
+            click.echo(line)
         if front and f.front:
-            click.echo(pareto_table(f.front, where))
+            click.echo(pareto_table(f.front, rows_label(f)))
 
 
 def pareto_table(entries, where: str = "held-out") -> str:
@@ -49,7 +49,8 @@ def pareto_table(entries, where: str = "held-out") -> str:
     """
     lines = [f"Pareto front (complexity vs R² on {where}; * = chosen):"]
     for e in entries:
-        lines.append(f" {'*' if e.chosen else ' '} {e.complexity:4d}  {e.r2:.6f}  {e.expr}")
+        partial = "[partial: numeric edges] " if e.expr.atoms(AppliedUndef) else ""
+        lines.append(f" {'*' if e.chosen else ' '} {e.complexity:4d}  {e.r2:.6f}  {partial}{e.expr}")
     chosen = next((e for e in entries if e.chosen), None)
     better = None if chosen is None or not chosen.dominated else next(
         (e for e in entries if not e.chosen and e.complexity <= chosen.complexity and e.r2 >= chosen.r2), None)

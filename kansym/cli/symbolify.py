@@ -31,7 +31,7 @@ def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2
     from kansym.cli.options import split_names
     from kansym.cli.report import print_formulas
     from kansym.discover.config import DiscoverConfig
-    from kansym.discover.record import dumps, formula_record
+    from kansym.discover.record import dumps, formula_record, tex_text
     from kansym.discover.symbolify import symbolify_bundle
     from kansym.io.atomic import atomic_write_text
     from kansym.io.bundle import ModelBundle
@@ -55,8 +55,8 @@ def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2
     sym, formulas = symbolify_bundle(bundle, config, x, y)
     print_formulas(formulas)
     record = formula_record(formulas[0], bundle, sym, extra={"checkpoint": str(src), "width_pruned": list(bundle.model.width)})
-    if latex_out:
-        atomic_write_text(Path(latex_out), f"{record['latex']}\n")
+    if latex_out:  # a partial formula's file holds comments only (kansym.discover.record.tex_text)
+        atomic_write_text(Path(latex_out), tex_text(record) if formulas[0].partial else f"{record['latex']}\n")
     if python_out:
         atomic_write_text(Path(python_out), record["python"])
     if json_out:

@@ -25,7 +25,7 @@ from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import (
     ColumnScales, check_representable, formula_to_table, symbolic_to_table, working_scales,
 )
-from kansym.discover.result import Discovery, Formula, split_holdout
+from kansym.discover.result import ClosedForm, Discovery, Formula, split_holdout
 from kansym.discover.run import discover
 from kansym.discover.structure import interaction_r2
 from kansym.discover.units import Reduction, analyze, parse_unit
@@ -279,8 +279,14 @@ def _map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_id
     cands = tuple(replace(c, expr=back(c.expr, simplify=False)) for c in f.candidates)
     front = pareto_front([back(e.expr) if expression_complexity(e.expr) <= 60 else back(e.expr, False)
                           for e in f.front if not e.chosen], expr, symbols, x[test_idx], y[test_idx])
+    closed = None
+    if f.closed_form is not None:  # the best closed form beside a partial formula, re-scored on the columns
+        ce = back(f.closed_form.expr)
+        pred = np.broadcast_to(np.asarray(_predict(ce, symbols, x[test_idx]), dtype=np.float64), (len(test_idx),))
+        closed = ClosedForm(ce, r2_score(y[test_idx], pred, nonfinite="-inf"), expression_complexity(ce),
+                            f.closed_form.origin)
     return Formula(
         expr=expr, raw=raw, symbols=tuple(symbols), fidelity=fid, target=target, candidates=cands,
         r2_test=next(e.r2 for e in front if e.chosen), r2_model_test=r2_score(y[test_idx], y_model_test),
-        n_test=f.n_test, front=front,
+        n_test=f.n_test, front=front, closed_form=closed,
     )

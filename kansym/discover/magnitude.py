@@ -5,7 +5,7 @@ columns of extreme magnitude by exact powers of two (:class:`kansym.io.magnitude
 run every stage on those rows, and move what they produced back here, once:
 
 - each :class:`~kansym.discover.result.Formula` (the answer, the raw composition, the
-  Occam step's candidates, the Pareto front) becomes ``y = 2**k_y g(2**-k_x x)``; R² and
+  Occam step's candidates, the Pareto front, the closed form beside a partial formula) becomes ``y = 2**k_y g(2**-k_x x)``; R² and
   normalised errors are unit-free and stay, absolute errors are multiplied by ``2**k_y``,
   complexities stay those of the law found (a unit factor is no part of it);
 - models (trained, pruned, symbolic) get the transform of the table's units and their
@@ -66,9 +66,10 @@ def formula_to_table(f: Formula, scales: ColumnScales, output: int = 0) -> Formu
     fid = Fidelity(fid.r2_data, fid.r2_model, scales.error_to_table(fid.max_abs_err, output),
                    scales.error_to_table(fid.rmse, output))
     reason = f.reason.replace(str(f.expr), str(expr)) if f.reason else f.reason
+    closed = None if f.closed_form is None else replace(f.closed_form, expr=back(f.closed_form.expr))
     return replace(f, expr=expr, raw=back(f.raw), fidelity=fid, reason=reason,
                    candidates=tuple(replace(c, expr=back(c.expr)) for c in f.candidates),
-                   front=tuple(replace(e, expr=back(e.expr)) for e in f.front))
+                   front=tuple(replace(e, expr=back(e.expr)) for e in f.front), closed_form=closed)
 
 
 def symbolic_to_table(sym: SymbolicKAN | None, scales: ColumnScales) -> SymbolicKAN | None:

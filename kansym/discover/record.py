@@ -33,7 +33,13 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
 ``n_test``
 ``r2_reference_test`` R² on the held-out rows of a KAN trained without sparsification, or NaN
 ``warning``         why the formula is not a verified answer, or null
+``status``          ``verified`` (no warning), ``unverified`` (a closed form with a warning) or
+                    ``partial`` (numeric edges: ``sympy`` holds opaque functions, no closed form
+                    was verified)
 ``numeric_edges``   names of edges that fit no primitive (opaque functions in ``sympy``)
+``closed_form``     for a partial formula, the best closed form found beside it, or null:
+                    ``sympy``, ``latex``, ``r2_test`` (on the rows of ``r2_test``), ``complexity``,
+                    ``origin`` (it did not pass the verification: a verified one is the formula)
 ``origin``,         what produced the formula (``kan``, ``direct search``, ``structure``, ``units``,
 ``reason``          ``pysr``) and why it was chosen
 ``structure``       for ``structure``: the decomposition into sub-laws (``kind`` sum, product or
@@ -62,7 +68,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import sympy
 
-from kansym.discover.result import Formula
+from kansym.discover.result import ClosedForm, Formula
 from kansym.errors import ConfigError, DataError, KansymError
 from kansym.graph.build import edge_exists
 from kansym.io.atomic import atomic_write_text
@@ -74,7 +80,7 @@ from kansym.symbolic.names import identifier, identifiers, rename_symbols
 from kansym.symbolic.pareto import FrontEntry
 from kansym.symbolic.verify import Fidelity
 
-__all__ = ["FORMAT", "VERSION", "FormulaRecord", "formula_record", "write_formula_files", "read_record"]
+__all__ = ["FORMAT", "VERSION", "FormulaRecord", "formula_record", "write_formula_files", "tex_text", "read_record"]
 
 FORMAT = "kansym-formula"
 VERSION = 1
@@ -127,7 +133,11 @@ def formula_record(formula: Formula, bundle: Any = None, symbolic: Any = None, *
         "r2_reference_test": formula.r2_reference_test,
         "n_test": formula.n_test,
         "warning": formula.warning,
+        "status": formula.status,
         "numeric_edges": list(formula.numeric_edges),
+        "closed_form": None if formula.closed_form is None else {
+            **formula.closed_form.to_dict(), "sympy": text(formula.closed_form.expr),
+            "latex": to_latex(formula.closed_form.expr)},
         "origin": formula.origin,
         "reason": formula.reason,
         "structure": formula.structure,
@@ -154,12 +164,34 @@ def _python(formula: Formula) -> str:
 
 
 def write_formula_files(out_dir: str | os.PathLike[str], record: Mapping[str, Any]) -> list[Path]:
-    """Write ``formula.json`` and ``formula.tex`` of ``record`` into ``out_dir``, atomically."""
+    """Write ``formula.json`` and ``formula.tex`` of ``record`` into ``out_dir``, atomically.
+
+    ``formula.tex`` is ``target = latex``; for a partial formula (``status`` ``partial``) it
+    holds only LaTeX comments (that no closed form was verified, the best closed form found
+    and its R², the partial formula), so nothing in it typesets as the law.
+    """
     out = Path(out_dir)
     paths = [out / "formula.json", out / "formula.tex"]
     atomic_write_text(paths[0], dumps(record))
-    atomic_write_text(paths[1], f"{record['target']} = {record['latex']}\n")
+    atomic_write_text(paths[1], tex_text(record))
     return paths
+
+
+def tex_text(record: Mapping[str, Any]) -> str:
+    """The text of ``formula.tex`` (see :func:`write_formula_files`)."""
+    target = record["target"]
+    if record.get("status") != "partial":
+        return f"{target} = {record['latex']}\n"
+    closed = record.get("closed_form")
+    lines = [f"% kansym: no closed form was verified for {target}: {record.get('warning') or 'numeric edges'}."]
+    if closed:
+        lines += [f"% best closed form found (R² {closed['r2_test']:.6f}, not verified):",
+                  f"% {target} = {closed['latex']}"]
+    else:
+        lines.append("% no closed form was found.")
+    lines += ["% partial formula (each phi_l_i_j is a numeric curve of the model, not a function):",
+              f"% {target} = {record['latex']}"]
+    return "\n".join(lines) + "\n"
 
 
 def dumps(record: Mapping[str, Any]) -> str:
@@ -257,10 +289,14 @@ class FormulaRecord:
         nan = float("nan")
         fid = Fidelity(float(d.get("r2_data", nan)), float(d.get("r2_model", nan)), float(d.get("max_abs_err", nan)),
                        float(d.get("rmse", nan)))
+        cf = d.get("closed_form")
+        closed = None if not cf else ClosedForm(self._parse(cf.get("sympy", ""), symbols),
+                                                float(cf.get("r2_test", nan)), int(cf.get("complexity", 0)),
+                                                str(cf.get("origin", "kan")))
         return Formula(expr=expr, raw=raw, symbols=symbols, fidelity=fid, target=self.target,
                        r2_test=float(d.get("r2_test", nan)), r2_model_test=float(d.get("r2_model_test", nan)),
                        n_test=int(d.get("n_test", 0)), front=front, origin=str(d.get("origin", "kan")),
-                       reason=str(d.get("reason", "")), structure=d.get("structure"),
+                       reason=str(d.get("reason", "")), closed_form=closed, structure=d.get("structure"),
                        r2_reference_test=float(d.get("r2_reference_test", nan)))
 
     def _parse(self, text: str, symbols: Sequence[sympy.Symbol]) -> sympy.Expr:

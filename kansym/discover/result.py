@@ -16,13 +16,39 @@ from kansym.prune.prune import PruneResult
 from kansym.symbolic.compose import SymbolicKAN, lambdify_formula
 from kansym.symbolic.verify import Fidelity
 
-__all__ = ["Formula", "Discovery", "RunInterrupted", "split_holdout", "MIN_ROWS", "MIN_HOLDOUT_ROWS", "R2_GAP"]
+__all__ = ["Formula", "ClosedForm", "Discovery", "RunInterrupted", "split_holdout", "MIN_ROWS", "MIN_HOLDOUT_ROWS",
+           "R2_GAP"]
 
 MIN_ROWS = 10  # fewer rows cannot train and validate a KAN
 MIN_HOLDOUT_ROWS = 20  # fewer held-out rows than this would make a noisy verdict
 R2_GAP = 0.01  # a formula this much below the model's held-out R² is flagged
 REFERENCE_FACTOR = 10.0  # a formula with this many times the reference model's 1 - R² is flagged ...
 REFERENCE_FLOOR = 1e-4  # ... when its 1 - R² is above this
+
+
+@dataclass(frozen=True)
+class ClosedForm:
+    """The best formula without numeric edges found beside a partial one (:attr:`Formula.closed_form`).
+
+    Attributes
+    ----------
+    expr : sympy.Expr
+        A closed form (no opaque ``phi_l_i_j`` function), its constants refined.
+    r2_test : float
+        Its R² on the rows the partial formula is verified on (held out when there are some).
+    complexity : int
+        :func:`kansym.symbolic.pareto.expression_complexity`.
+    origin : str
+        ``"kan"`` (a formula the Occam step tried) or ``"direct search"``.
+    """
+
+    expr: sympy.Expr
+    r2_test: float
+    complexity: int
+    origin: str = "kan"
+
+    def to_dict(self) -> dict:
+        return {"sympy": str(self.expr), "r2_test": self.r2_test, "complexity": self.complexity, "origin": self.origin}
 
 
 @dataclass(frozen=True)
@@ -64,6 +90,10 @@ class Formula:
     structure : dict or None
         For ``origin="structure"``: the decomposition of the law into sub-laws
         (:class:`kansym.discover.separate.Split`, as a dict); None otherwise.
+    closed_form : ClosedForm or None
+        For a partial formula (:attr:`partial`), the best closed form found beside it (by
+        held-out R², then complexity), which did not pass the verification (a verified one
+        would have replaced the partial formula); None otherwise or when none was found.
     """
 
     expr: sympy.Expr
@@ -80,11 +110,24 @@ class Formula:
     reason: str = ""
     structure: dict | None = None
     r2_reference_test: float = float("nan")
+    closed_form: ClosedForm | None = None
 
     @property
     def numeric_edges(self) -> tuple[str, ...]:
         """Names of the edges kept numeric (opaque ``phi_l_i_j`` functions in :attr:`expr`)."""
         return tuple(sorted({str(f.func) for f in self.expr.atoms(AppliedUndef)}))
+
+    @property
+    def partial(self) -> bool:
+        """Whether :attr:`expr` keeps numeric edges: a partial result, never "the formula"
+        (no closed form was verified; :attr:`closed_form` is the best one found)."""
+        return bool(self.numeric_edges)
+
+    @property
+    def status(self) -> str:
+        """``"verified"`` (no :attr:`warning`), ``"unverified"`` (a closed form with a warning)
+        or ``"partial"`` (numeric edges)."""
+        return "partial" if self.partial else ("unverified" if self.warning else "verified")
 
     @property
     def warning(self) -> str | None:
@@ -96,7 +139,7 @@ class Formula:
         ``REFERENCE_FACTOR`` = 10 times that of the reference model
         (:attr:`r2_reference_test`) and above ``REFERENCE_FLOOR`` = 1e-4 (a lack-of-fit test:
         with noise both approach the noise floor, without it an invented formula stays far
-        above the reference); or when some edge fitted no primitive and stayed numeric.
+        above the reference); or when some edge fitted no primitive and stayed numeric (:attr:`partial`).
         """
         notes = []
         if not np.isfinite(self.r2_test) or self.r2_test < self.r2_model_test - R2_GAP:
@@ -110,7 +153,8 @@ class Formula:
             notes.append(f"the formula's R² ({self.r2_test:.4f}) is not above 0: it explains nothing of the target's "
                          "variation")
         if self.numeric_edges:
-            notes.append(f"edges {', '.join(self.numeric_edges)} fit no primitive and stay numeric")
+            notes.append(f"edges {', '.join(self.numeric_edges)} fit no primitive and stay numeric: a partial "
+                         "formula, no closed form was verified")
         return "; ".join(notes) or None
 
     def __call__(self, x: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from kansym.discover.result import MIN_ROWS, Discovery, Formula, RunInterrupted,
 from kansym.discover.resume import ResumePoint, resume_record
 from kansym.discover.separate import structure_stage, wants_structure
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage
-from kansym.discover.structure import additive_r2, choose_space, interaction_r2
+from kansym.discover.structure import additive_r2, choose_space, interaction_error, interaction_r2
 from kansym.discover.symbolify import symbolify_stage, wants_direct_search
 from kansym.graph.build import to_networkx
 from kansym.io.bundle import ModelBundle
@@ -256,8 +256,11 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
     t0 = time.perf_counter()
     direct, reference = None, float("nan")
     if wants_direct_search(config, x.shape[1], y.shape[1]):
+        # the constants' noise floor: a smooth fit's held-out error (structure.interaction_error)
+        noise = None if rows.x_test is None else interaction_error(rows.x_train, rows.y_train[:, 0], rows.x_test,
+                                                                   rows.y_test[:, 0])
         direct = direct_search(rows.x, rows.y[:, 0], input_symbols(input_names),
-                               complexity_weight=config.complexity_weight)
+                               complexity_weight=config.complexity_weight, noise=noise)
     elif wants_structure(config, x.shape[1], y.shape[1]):
         direct, reference = structure_stage(rows, input_names, output_names, config, progress)
     direct_seconds = time.perf_counter() - t0

@@ -14,9 +14,12 @@ which is zero for every pair of rows exactly when ``f`` is a sum of a function w
 over 256 pairs of rows is compared with the oracle's own error: inputs interact when it
 exceeds ``NOISE_FACTOR * eps``. The connected components of the graph of interacting
 inputs are the additive groups, ``f = sum_k g_k(x_Gk)``. Without an additive split the
-same test runs on ``log|f - c|`` (multiplicative separability, ``f = c + prod_k g_k``),
-``c`` chosen on a grid beyond the range of ``f`` (``c = 0`` first) to minimise the
-interactions, its tolerance propagated from ``eps`` (``d log u = du / u``).
+product test runs on ``u = f - c`` (multiplicative separability, ``f = c + prod_k g_k``):
+``M_ij = u(a) u(a with a_i, a_j := b_i, b_j) - u(a with a_i := b_i) u(a with a_j := b_j)``
+vanishes exactly for a product, whatever the signs (no logarithm), its tolerance propagated
+from ``eps``; ``c`` is 0 or the value that minimises the interactions (a grid refined by
+Brent's method), which finds products inside sums (``a + b c d`` on the sub-problem of
+``b, c, d``).
 
 Each group becomes a sub-problem on the oracle with the other inputs fixed at a central
 row of the data, split again (recursively), and a group of one or two inputs that does not
@@ -118,7 +121,7 @@ def _swapped_values(f: Oracle, z: np.ndarray, rng: np.random.Generator) -> tuple
 
 def interaction_graph(f: Oracle, z: np.ndarray, eps: float, *, offset: float | None = None,
                       seed: int = 0) -> tuple[nx.Graph, float]:
-    """The graph of inputs that interact in ``f`` (or in ``log|f - offset|``).
+    """The graph of inputs that interact in ``f`` (additively, or in the product ``f - offset``).
 
     Parameters
     ----------
@@ -129,36 +132,42 @@ def interaction_graph(f: Oracle, z: np.ndarray, eps: float, *, offset: float | N
     eps : float
         The oracle's RMS error, in the units of ``f``.
     offset : float, optional
-        Test ``log|f - offset|`` (multiplicative separability); None: ``f`` itself.
+        Test whether ``f - offset`` is a product (multiplicative separability); None: a sum.
 
     Returns
     -------
     (networkx.Graph, float)
         Nodes ``0..d-1``, an edge where the pair interacts (its ``ratio`` attribute: RMS mixed
         difference over ``NOISE_FACTOR`` times its noise); and the sum over pairs of
-        ``log max(ratio, 1)`` (0 when nothing interacts). A multiplicative test whose
-        ``f - offset`` changes sign returns the complete graph and ``inf``.
+        ``log max(ratio, 1)`` (0 when nothing interacts).
     """
     values = _swapped_values(f, z, np.random.default_rng([seed, 31]))
     return _graph(_ratios(values, eps, offset), values[3], z.shape[1])
 
 
 def _ratios(values, eps: float, offset: float | None) -> np.ndarray:
-    """RMS mixed difference of each pair over ``NOISE_FACTOR`` times its noise (inf where
-    ``f - offset`` changes sign)."""
+    """RMS mixed difference of each pair over ``NOISE_FACTOR`` times its noise.
+
+    Additive (``offset`` None): ``D = f0 - f_i - f_j + f_ij``, noise ``eps``. Multiplicative:
+    with ``u = f - offset``, ``M = u0 u_ij - u_i u_j`` (zero for every pair of rows when
+    ``u = g(x_i, .) h(x_j, .)``, AI Feynman's product test, without logarithms, so ``u`` may
+    change sign), noise ``eps * sqrt(mean(u0^2 + u_ij^2 + u_i^2 + u_j^2))``.
+    """
     v0, v1, v2, pairs = values
-    if offset is not None:
-        u = np.concatenate([v0[None], v1, v2]) - offset
-        if not (np.all(u > 0) or np.all(u < 0)):
-            return np.full(len(pairs), np.inf)
-        noise = NOISE_FACTOR * eps * float(np.sqrt(np.mean(1.0 / u[0] ** 2)))
-        v0, v1, v2 = (np.log(np.abs(t - offset)) for t in (v0, v1, v2))
-    else:
-        noise = NOISE_FACTOR * eps
-    noise = max(noise, 1e-12 * max(float(np.std(v0)), 1e-300))
+    if not pairs:
+        return np.zeros(0)
     i, j = (np.array([p[k] for p in pairs], dtype=int) for k in (0, 1))
     with np.errstate(all="ignore"):
-        rms = np.sqrt(np.mean((v0[None, :] - v1[i] - v1[j] + v2) ** 2, axis=1)) if pairs else np.zeros(0)
+        if offset is None:
+            rms = np.sqrt(np.mean((v0[None, :] - v1[i] - v1[j] + v2) ** 2, axis=1))
+            noise = np.full(len(pairs), NOISE_FACTOR * eps)
+            scale = float(np.std(v0))
+        else:
+            u0, u1, u2 = v0 - offset, v1 - offset, v2 - offset
+            rms = np.sqrt(np.mean((u0[None, :] * u2 - u1[i] * u1[j]) ** 2, axis=1))
+            noise = NOISE_FACTOR * eps * np.sqrt(np.mean(u0[None, :] ** 2 + u2 ** 2 + u1[i] ** 2 + u1[j] ** 2, axis=1))
+            scale = float(np.mean(u0 ** 2))
+        noise = np.maximum(noise, 1e-12 * max(scale, 1e-300))
     return np.where(np.isfinite(rms), rms / noise, np.inf)
 
 
@@ -169,46 +178,42 @@ def _graph(ratios: np.ndarray, pairs, d: int) -> tuple[nx.Graph, float]:
     return g, float(np.sum(np.log(np.maximum(ratios, 1.0))))
 
 
-def _best_offset(f: Oracle, z: np.ndarray, eps: float, seed: int) -> tuple[float, nx.Graph | None, float]:
-    """The offset ``c`` whose ``log|f - c|`` interacts least: 0 when ``f`` keeps one sign, then
-    a grid beyond either end of the range of ``f``, the best point of each side refined by
-    Brent's method on the sum of log mixed differences; another offset must beat 0 clearly."""
+def _best_offset(f: Oracle, z: np.ndarray, eps: float, seed: int) -> tuple[float, nx.Graph, float]:
+    """The offset ``c`` for which ``f - c`` is most nearly a product: 0 first, then a grid of
+    ``c`` over and beyond the range of ``f`` (``mid + span * sinh(t)``), its best point refined
+    by Brent's method on the sum of log mixed differences; another offset must beat 0 clearly."""
     values = _swapped_values(f, z, np.random.default_rng([seed, 31]))
     pairs, d = values[3], z.shape[1]
     v = np.concatenate([values[0][None], values[1], values[2]])
-    lo, hi = float(np.min(v)), float(np.max(v))
-    span = max(hi - lo, 1e-300)
-    best = (np.inf, 0.0)
-    if lo > 0 or hi < 0:
-        best = (_graph(_ratios(values, eps, 0.0), pairs, d)[1], 0.0)
-    grid = np.linspace(np.log(1e-4), np.log(1e2), 21)
-    for side in (-1.0, 1.0):
-        def offset(t: float) -> float:
-            return (lo if side < 0 else hi) + side * np.exp(t) * span
+    mid, span = 0.5 * float(np.min(v) + np.max(v)), max(float(np.ptp(v)), 1e-300)
 
-        def smooth(t: float) -> float:  # the sum of log ratios, unclamped: sharp at a true offset
-            r = _ratios(values, eps, offset(t))
-            return float(np.sum(np.log(np.maximum(r, 1e-300))))
-        scores = [smooth(t) for t in grid]
-        k = int(np.argmin(scores))
-        res = minimize_scalar(smooth, bounds=(grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]),
-                              method="bounded", options={"xatol": 1e-9})
-        for t in (grid[k], float(res.x)):
-            cost = _graph(_ratios(values, eps, offset(t)), pairs, d)[1]
-            if cost < best[0] - 1.0:  # a factor e in the interactions' product, over c = 0 or the last best
-                best = (cost, float(offset(t)))
-    if not np.isfinite(best[0]):
-        return 0.0, None, np.inf
+    def offset(t: float) -> float:
+        return mid + span * float(np.sinh(t))
+
+    def smooth(t: float) -> float:  # the sum of log ratios, unclamped: sharp at a true offset
+        return float(np.sum(np.log(np.maximum(_ratios(values, eps, offset(t)), 1e-300))))
+
+    best = (_graph(_ratios(values, eps, 0.0), pairs, d)[1], 0.0)
+    grid = np.linspace(-np.arcsinh(100.0), np.arcsinh(100.0), 41)
+    scores = [smooth(t) for t in grid]
+    k = int(np.argmin(scores))
+    res = minimize_scalar(smooth, bounds=(grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]), method="bounded",
+                          options={"xatol": 1e-9})
+    for t in (grid[k], float(res.x)):
+        cost = _graph(_ratios(values, eps, offset(t)), pairs, d)[1]
+        if cost < best[0] - 1.0:  # a factor e in the interactions' product, over c = 0 or the last best
+            best = (cost, offset(t))
     graph, cost = _graph(_ratios(values, eps, best[1]), pairs, d)
     return best[1], graph, cost
 
 
-def _central_row(z: np.ndarray) -> np.ndarray:
-    """The data row nearest the per-input medians (scaled by the interquartile range)."""
+def _central_rows(z: np.ndarray, k: int = 64) -> np.ndarray:
+    """Indices of the ``k`` data rows nearest the per-input medians (scaled by the
+    interquartile range), nearest first."""
     med = np.median(z, axis=0)
     iqr = np.subtract(*np.percentile(z, [75, 25], axis=0))
     dist = np.sum(((z - med) / np.where(iqr > 0, iqr, 1.0)) ** 2, axis=1)
-    return z[int(np.argmin(dist))].copy()
+    return np.argsort(dist, kind="stable")[:k]
 
 
 def _restrict(f: Oracle, base: np.ndarray, group: Sequence[int]) -> Oracle:
@@ -264,7 +269,10 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
 
 def _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, depth):
     """Solve each group with the other inputs at the central row and recombine exactly."""
-    base = _central_row(z)
+    central = _central_rows(z)
+    base = z[central[0]].copy()
+    if kind == "product":  # f(b) - c divides the recombination: the central row where it is largest
+        base = z[central[int(np.argmax(np.abs(f(z[central]) - offset)))]].copy()
     f_base = float(f(base[None, :])[0])
     parts, children = [], []
     for group in groups:

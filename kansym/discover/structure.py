@@ -6,7 +6,8 @@ Cheap least-squares fits that tell the pipeline how to set up the KAN:
   (Udrescu & Tegmark 2020, "AI Feynman: a physics-inspired method for symbolic
   regression", Sci. Adv. 6:eaay2631, §2), done with fitted polynomial models instead of
   a neural network: an additive law scores 1 on the first; the second is the accuracy a
-  smooth non-additive fit reaches (about the noise floor).
+  smooth non-additive fit reaches (about the noise floor); :func:`interaction_error` is
+  the same fit's error on held-out rows, a noise floor for the constants of a formula.
 - :func:`choose_space`: whether the KAN learns in log units (a product of powers is
   additive there) or in linear units.
 """
@@ -16,15 +17,17 @@ from __future__ import annotations
 import numpy as np
 
 from kansym.errors import DataError
-from kansym.symbolic.verify import r2_score
+from kansym.symbolic.verify import nrmse, r2_score
 
-__all__ = ["choose_space", "additive_r2", "interaction_r2"]
+__all__ = ["choose_space", "additive_r2", "interaction_r2", "interaction_error"]
 
 
-def _legendre_features(x: np.ndarray, degree: int, pairs: int) -> np.ndarray:
+def _legendre_features(x: np.ndarray, degree: int, pairs: int, span: np.ndarray | None = None) -> np.ndarray:
     """Columns: 1, Legendre P_1..P_degree of each scaled input, and (``pairs > 0``) the
-    products P_a(x_i) P_b(x_j), i < j, 1 <= a, b <= pairs."""
-    lo, hi = x.min(axis=0), x.max(axis=0)
+    products P_a(x_i) P_b(x_j), i < j, 1 <= a, b <= pairs. Inputs are scaled to [-1, 1] by
+    their own range, or by the rows ``span`` (whose model is being evaluated on ``x``)."""
+    ref = x if span is None else span
+    lo, hi = ref.min(axis=0), ref.max(axis=0)
     u = 2 * (x - lo) / np.where(hi > lo, hi - lo, 1.0) - 1  # (n, d) in [-1, 1]
     per = [np.polynomial.legendre.legvander(u[:, i], degree)[:, 1:] for i in range(x.shape[1])]  # d x (n, degree)
     cols = [np.ones((x.shape[0], 1))] + per
@@ -70,6 +73,22 @@ def interaction_r2(x: np.ndarray, y: np.ndarray, *, degree: int = 5, pairs: int 
     reaches, i.e. about the noise floor of ``y``, to which the additive residual is compared."""
     x, y = _rows(x, y, max_rows)
     return _lstsq_r2(_legendre_features(x, degree, pairs), y)
+
+
+def interaction_error(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, *,
+                      degree: int = 5, pairs: int = 2, max_rows: int = 2000) -> float:
+    """Normalised RMS error (:func:`kansym.symbolic.verify.nrmse`) on held-out rows of the
+    model of :func:`interaction_r2` fitted on ``x, y``: a noise floor estimated from the data
+    without the KAN (fitted and judged on different rows, so a table of few rows, where the
+    polynomial would follow every point, gets no false floor). ``inf`` when it cannot be fitted."""
+    x, y = _rows(x, y, max_rows)
+    xt = np.asarray(x_test, dtype=np.float64)
+    yt = np.asarray(y_test, dtype=np.float64).reshape(xt.shape[0], -1)[:, 0]
+    A = _legendre_features(x, degree, pairs)
+    if A.shape[1] >= x.shape[0] or not (np.all(np.isfinite(A)) and np.all(np.isfinite(y))):
+        return float("inf")
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    return nrmse(yt, _legendre_features(xt, degree, pairs, span=x) @ coef)
 
 
 def choose_space(x: np.ndarray, y: np.ndarray, space: str = "auto", *, decades: float = 2.0) -> str:

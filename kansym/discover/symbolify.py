@@ -22,17 +22,20 @@ import sympy
 
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import check_representable, formula_to_table, symbolic_to_table, working_scales
+from kansym.discover.partial import settle_partial
 from kansym.discover.result import R2_GAP, Formula
+from kansym.discover.structure import interaction_error
 from kansym.io.bundle import ModelBundle
 from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
 from kansym.symbolic.direct import DirectCandidate, direct_search, selection_score
 from kansym.symbolic.occam import Candidate, simplify_edges
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import refine
+from kansym.symbolic.snap import round_constants
 from kansym.symbolic.verify import Fidelity, fidelity, nrmse, r2_score
 
 __all__ = ["symbolify_stage", "symbolify_bundle", "choose_formula", "wants_direct_search", "occam_candidates",
-           "EXACT_DIRECT_ERROR", "DIRECT_MARGIN"]
+           "noise_floor", "EXACT_DIRECT_ERROR", "DIRECT_MARGIN"]
 
 log = logging.getLogger("kansym")
 
@@ -112,8 +115,11 @@ def symbolify_stage(
     loss_space = "log" if bundle.transform.log_space else "linear"
     formulas = []
     for k, raw in enumerate(sym.expressions(symbols)):
+        # the noise floor of the constants' snapping: the model's or a smooth fit's held-out error
+        noise = noise_floor(y_test[:, k], y_model_test[:, k], loss_space,
+                            smooth=(x, y[:, k], x_test, y_test[:, k]) if held_out else None)
         # with an exact direct formula the KAN's composition is only shown, not refined
-        expr = raw if exact_direct else refine(raw, symbols, x, y[:, k], loss_space=loss_space)
+        expr = raw if exact_direct else refine(raw, symbols, x, y[:, k], loss_space=loss_space, noise=noise)
         fid = fidelity(lambdify_formula(expr, symbols), x, y[:, k], y_model[:, k]) if _finite(expr, symbols, x) else None
         # a composition undefined on some rows (an edge's fit left its domain) is scored as such
         raw_fid = fidelity(lambdify_formula(raw, symbols), x, y[:, k], y_model[:, k]) if _finite(raw, symbols, x) \
@@ -121,7 +127,7 @@ def symbolify_stage(
         if fid is None or fid.r2_data < raw_fid.r2_data - 1e-6:
             log.info("refinement lowered R² (%s < %.6g); keeping the raw composition",
                      "nan" if fid is None else f"{fid.r2_data:.6g}", raw_fid.r2_data)
-            expr, fid = raw, raw_fid
+            expr, fid = _rounded_raw(raw, raw_fid, symbols, x, y[:, k], y_model[:, k], loss_space, noise)
         yt = y_test[:, k]
         front = pareto_front([c.expr for c in tried] + [raw], expr, symbols, x_test, yt)
         formula = Formula(
@@ -132,6 +138,9 @@ def symbolify_stage(
         )
         if direct is not None and len(bundle.output_names) == 1:
             formula = choose_formula(formula, direct, complexity_weight, x, y[:, 0], y_model[:, 0], x_test, yt)
+        # numeric edges make a partial formula, never the answer (kansym.discover.partial)
+        formula = settle_partial(formula, direct, x, y[:, k], y_model[:, k], x_test, yt, loss_space=loss_space,
+                                 noise=noise)
         formulas.append(formula)
     return sym, tuple(formulas)
 
@@ -263,6 +272,45 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
                    candidates=kan.candidates, r2_test=next(e.r2 for e in front if e.chosen),
                    r2_model_test=kan.r2_model_test, n_test=kan.n_test, front=front, origin=origin, structure=structure,
                    reason=reason)
+
+
+def _rounded_raw(raw: sympy.Expr, raw_fid: Fidelity, symbols, x: np.ndarray, y: np.ndarray, y_model: np.ndarray,
+                 loss_space: str, noise: float | None) -> tuple[sympy.Expr, Fidelity]:
+    """The raw composition with its floats rounded to the precision of their standard errors
+    (:func:`kansym.symbolic.snap.round_constants`), when that keeps its R² within 1e-6; else
+    as it is."""
+    if not np.isfinite(raw_fid.r2_data):
+        return raw, raw_fid
+    try:
+        rounded = round_constants(raw, symbols, x, y, loss_space=loss_space, noise=noise)
+    except (ValueError, ArithmeticError, TypeError):
+        return raw, raw_fid
+    if not _finite(rounded, symbols, x):
+        return raw, raw_fid
+    fid = fidelity(lambdify_formula(rounded, symbols), x, y, y_model)
+    return (rounded, fid) if fid.r2_data >= raw_fid.r2_data - 1e-6 else (raw, raw_fid)
+
+
+def noise_floor(y: np.ndarray, y_model: np.ndarray, loss_space: str, smooth: tuple | None = None) -> float | None:
+    """The noise floor :func:`kansym.symbolic.refine.refine` holds a formula's constants to: the
+    smaller of the model's normalised RMS error on ``y`` (held-out rows) and, given ``smooth =
+    (x, y, x_test, y_test)``, that of a smooth polynomial fit on ``x, y`` judged on the held-out
+    rows (:func:`kansym.discover.structure.interaction_error`: a model the KAN did not learn well
+    says nothing about the noise), in the loss space of the refit (of the logs in log space). None
+    when neither can be computed (a non-positive value in log space)."""
+    log_space = loss_space == "log"
+    out = []
+    with np.errstate(all="ignore"):
+        if not log_space or (np.all(y > 0) and np.all(y_model > 0)):
+            out.append(nrmse(np.log(y), np.log(y_model)) if log_space else nrmse(y, y_model))
+        if smooth is not None:
+            xs, ys, xt, yt = smooth
+            if log_space and np.all(xs > 0) and np.all(xt > 0) and np.all(ys > 0) and np.all(yt > 0):
+                out.append(interaction_error(np.log(xs), np.log(ys), np.log(xt), np.log(yt)))
+            elif not log_space:
+                out.append(interaction_error(xs, ys, xt, yt))
+    out = [float(e) for e in out if math.isfinite(e)]
+    return min(out) if out else None
 
 
 def _finite(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray) -> bool:

@@ -236,7 +236,7 @@ def _signed(symbols: Sequence[sympy.Symbol], x: np.ndarray) -> dict[sympy.Symbol
 
 def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol], *,
                   complexity_weight: float = 0.05, max_terms: int = 3, keep: int = 4,
-                  refine_top: int = 4) -> list[DirectCandidate]:
+                  refine_top: int = 4, noise: float | None = None) -> list[DirectCandidate]:
     """Search small formulas ``y = f(x)`` for one or two inputs.
 
     Parameters
@@ -256,6 +256,12 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     refine_top : int
         Most raw candidates refined (:func:`kansym.symbolic.refine.refine`); refinement
         stops early once no further raw candidate can beat the best refined one.
+    noise : float, optional
+        A noise floor estimated apart from the search (normalised RMS error, e.g. a smooth
+        fit's on held-out rows). The candidates' constants are snapped against the smaller of
+        it and the best error any raw candidate reached: when the dictionary cannot express
+        the law, every candidate misses it and its own best error says nothing about the
+        noise (:func:`kansym.symbolic.refine.refine`).
 
     Returns
     -------
@@ -296,6 +302,11 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
                 approx = 3 * (len(cols) - 1) + (0 if name == "id" else 2)
                 prelim.append((selection_score(err, approx, complexity_weight), name, inverse, cols, coef, err))
     prelim.sort(key=lambda r: r[0])
+    # the noise floor of every candidate's constants: the best fit any candidate reached (a
+    # candidate that misses part of the law is held to it, not to its own misfit), or the
+    # floor from outside when that is lower
+    noise = min([r[5] for r in prelim] + ([noise] if noise is not None and math.isfinite(noise) else []),
+                default=None)
     raw = []
     for _, name, inverse, cols, coef, err in prelim[: 4 * refine_top]:
         # err: the numeric error of exactly this expression on the search rows (computed
@@ -318,7 +329,7 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
         if out and floor_score >= min(selection_score(c.error, c.complexity, complexity_weight) for c in out):
             break
         try:
-            fine = refine(expr, syms, xr, yr)
+            fine = refine(expr, syms, xr, yr, noise=noise)
             fine = simplify_formula(fine.xreplace(to_signed))
         except Exception as exc:  # a refit that fails leaves this raw candidate out  # noqa: BLE001
             log.debug("direct search: refining %s failed (%s)", key, exc)

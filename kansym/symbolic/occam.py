@@ -27,7 +27,7 @@ import sympy
 
 from kansym.symbolic.compose import EdgeId, SymbolicKAN, lambdify_formula
 from kansym.symbolic.fit import EdgeFit
-from kansym.symbolic.refine import refit_constants_counted
+from kansym.symbolic.refit import refit_constants_counted
 from kansym.symbolic.verify import nrmse
 
 __all__ = ["Candidate", "simplify_edges", "formula_error", "information_criterion", "MAX_EVALUATIONS"]
