@@ -43,9 +43,11 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
                     :class:`~kansym.symbolic.fit.EdgeFit` fields
 ==================  ==========================================================================
 
-and, from ``kansym fit``: ``width_trained``, ``width_pruned``, ``data`` (no timings: the record
-of one command is the same bytes on every run; ``model.pt``'s meta holds the seconds);
-with ``--units``: ``units`` and ``reduction``; from ``symbolify``: ``checkpoint``.
+and, from a discovery (:func:`discovery_record`: ``kansym fit``, :meth:`kansym.KANRegressor.to_record`):
+``width_trained``, ``width_pruned`` (no timings: the record of one command is the same bytes on every
+run; ``model.pt``'s meta holds the seconds); with units: ``units`` and ``reduction``
+(:func:`kansym.discover.reduced.reduction_meta`: the groups as exponents of the columns); from
+``kansym fit``: ``data``; from ``symbolify``: ``checkpoint``.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ from kansym.symbolic.names import identifier, identifiers, rename_symbols
 from kansym.symbolic.pareto import FrontEntry
 from kansym.symbolic.verify import Fidelity
 
-__all__ = ["FORMAT", "VERSION", "FormulaRecord", "formula_record", "write_formula_files", "read_record"]
+__all__ = ["FORMAT", "VERSION", "FormulaRecord", "formula_record", "discovery_record", "write_formula_files",
+           "read_record", "sibling_record"]
 
 FORMAT = "kansym-formula"
 VERSION = 1
@@ -92,13 +95,13 @@ def formula_record(formula: Formula, bundle: Any = None, symbolic: Any = None, *
     symbolic : SymbolicKAN, optional
         Its per-edge fits (``edges``).
     extra : mapping, optional
-        More top-level keys (they override the standard ones of the same name; an
-        ``inputs`` entry also names the identifiers of ``symbols``).
+        More top-level keys (they override the standard ones of the same name, but for
+        ``inputs`` and ``symbols``: the inputs are always the formula's variables, the table's
+        columns, also when the model was trained on dimensionless groups).
     """
     fid = formula.fidelity
-    extra = dict(extra or {})
-    inputs = [str(n) for n in extra.pop("inputs", [s.name for s in formula.symbols] if bundle is None
-                                        else bundle.input_names)]
+    extra = {k: v for k, v in (extra or {}).items() if k not in ("inputs", "symbols")}
+    inputs = [s.name for s in formula.symbols]
     idents = identifiers(inputs)
     on_idents = dict(zip(inputs, idents))
 
@@ -139,6 +142,21 @@ def formula_record(formula: Formula, bundle: Any = None, symbolic: Any = None, *
         "edges": [] if symbolic is None else [{"id": list(k), **v.to_dict()} for k, v in sorted(symbolic.edges.items())],
         **extra,
     }
+
+
+def discovery_record(result: Any, extra: Mapping[str, Any] | None = None) -> dict:
+    """The record of a discovery's chosen formula (:class:`~kansym.discover.result.Discovery`, or a
+    :class:`~kansym.discover.dimensional.UnitsDiscovery` with its ``units`` and ``reduction``),
+    with the widths of its trained and pruned KAN (absent when none was trained)."""
+    from kansym.discover.reduced import reduction_meta
+
+    keys: dict[str, Any] = {}
+    if result.trained is not None:
+        keys.update(width_trained=list(result.trained.model.width), width_pruned=list(result.prune_result.model.width))
+    if getattr(result, "units", None) is not None:
+        red = result.reduction
+        keys.update(units=result.units, reduction=None if red is None else reduction_meta(red, result.formulas[0].target))
+    return formula_record(result.formulas[0], result.pruned, result.symbolic, extra={**keys, **(extra or {})})
 
 
 def _python(formula: Formula) -> str:
@@ -318,10 +336,12 @@ class FormulaRecord:
         return fits  # type: ignore[return-value]
 
     def belongs_to(self, bundle: Any) -> bool:
-        """Whether the record describes ``bundle``'s columns and, if it says so, its width."""
-        width = self.data.get("width_pruned")
-        return (self.inputs == tuple(bundle.input_names) and self.target in bundle.output_names
-                and (width is None or list(width) == list(bundle.model.width)))
+        """Whether the record is a formula of ``bundle``'s table: the same input columns and target
+        (the columns of its groups for a model of a ``--units`` run; any width: ``model.pt`` and
+        ``pruned.pt`` of one fit share their ``formula.json``)."""
+        from kansym.discover.reduced import model_columns, model_target
+
+        return self.inputs == model_columns(bundle) and self.target in model_target(bundle)
 
 
 def read_record(path: str | os.PathLike[str]) -> FormulaRecord:
@@ -347,3 +367,20 @@ def read_record(path: str | os.PathLike[str]) -> FormulaRecord:
                         "pass the formula.json that kansym fit wrote")
     return FormulaRecord(data, str(path))
 
+
+
+def sibling_record(checkpoint: str | os.PathLike[str], bundle: Any) -> FormulaRecord | None:
+    """The ``formula.json`` next to ``checkpoint`` (as ``kansym fit`` writes them) when it is a
+    formula of ``bundle``'s columns (:meth:`FormulaRecord.belongs_to`) that parses; else None
+    (another run's file, a foreign or broken one: the caller goes on without it)."""
+    path = Path(checkpoint).with_name("formula.json")
+    if not path.is_file():
+        return None
+    try:
+        record = read_record(path)
+        if not record.belongs_to(bundle):
+            return None
+        record.expr()
+    except KansymError:
+        return None
+    return record
