@@ -1,6 +1,6 @@
 """The checked table of numbers a KAN learns from, and the rules a table must satisfy.
 
-:class:`Table` is the value of the first stage of the data flow (DESIGN.md §2);
+:class:`Table` is the value of the first stage of the data flow (docs/algorithms.md, "Architecture");
 :func:`read_table_from_frame` turns a pandas DataFrame into one, raising a
 :class:`~kansym.errors.DataError` with one actionable sentence for every mistake a
 person can make with a table (a typo in a column name, a text column, a blank cell, a

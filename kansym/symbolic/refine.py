@@ -1,6 +1,6 @@
 """Polish a composed formula on data: refit its constants, snap them, simplify.
 
-DESIGN.md §3 "Refinement": every float constant of the formula is refitted by nonlinear least
+docs/algorithms.md §8, "Refinement": every float constant of the formula is refitted by nonlinear least
 squares on the data (:func:`scipy.optimize.least_squares`), then each is snapped to a nearby simple
 value (integer, ``p/q`` with small ``q``, multiple of ``pi``, of ``sqrt(2)`` or ``sqrt(3)``) when the
 data error does not grow, the remaining constants being refitted after every accepted snap; the
