@@ -23,9 +23,12 @@ def predict_command(checkpoint, data, formula_path, output, force, seed, device,
     """Predict DATA's rows with CHECKPOINT's model and with its formula.
 
     DATA must have the checkpoint's input columns (by name, any order, other columns
-    ignored). The output CSV holds the input columns, TARGET_model and, when a formula
-    is found, TARGET_formula; when DATA also holds the target, the R² of each is
-    printed on standard error.
+    ignored); for a model of a `fit --units` run, trained on dimensionless groups, the
+    table's columns, mapped to the groups by the reduction the checkpoint carries. The
+    output CSV holds the input columns, TARGET_model and, when a formula is found,
+    TARGET_formula; when DATA also holds the target, the R² of each is printed on
+    standard error. A note there says when rows lie outside the range the model was
+    trained on (extrapolation) or the formula has no finite value on some rows.
 
     \b
     Examples:
