@@ -1,7 +1,7 @@
 """The symbolic stages of discovery: symbolify -> Occam step -> compose -> refine -> verify.
 
 :func:`symbolify_stage` turns a (pruned) model bundle into verified formulas
-(DESIGN.md §2; docs/algorithms.md §5-§9): a primitive per edge
+(docs/algorithms.md §5-§9): a primitive per edge
 (:func:`kansym.symbolic.compose.symbolify`), simpler primitives where the data allow
 (:func:`kansym.symbolic.occam.simplify_edges`), composition, refinement of the constants
 (:func:`kansym.symbolic.refine.refine`), verification on held-out rows and the Pareto
