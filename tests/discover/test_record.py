@@ -149,7 +149,7 @@ def test_bad_records_are_one_sentence_errors(tmp_path, run):
 
 
 def test_formula_json_is_parsed_in_exactly_one_module():
-    """Issue 18: only kansym/discover/record.py reads formula.json (json.loads / json.load)."""
+    """Issue 18: only kansym/discover/record/read.py reads formula.json (json.loads / json.load)."""
     readers = []
     for path in ROOT.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -159,7 +159,7 @@ def test_formula_json_is_parsed_in_exactly_one_module():
                 readers.append(str(path.relative_to(ROOT)))
     text_users = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if '"formula.json"' in p.read_text(encoding="utf-8")]
     formula_readers = {r for r in readers if r in text_users or "record" in r}
-    assert formula_readers == {"discover/record.py"}, (readers, text_users)
+    assert formula_readers == {"discover/record/read.py"}, (readers, text_users)
 
 
 def test_records_with_and_without_a_symbols_map_read_on_the_column_names(tmp_path):
