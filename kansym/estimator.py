@@ -296,14 +296,13 @@ class KANRegressor:
 
     def to_record(self) -> dict:
         """The fitted formula as a ``formula.json`` record (:mod:`kansym.discover.record`)."""
-        from kansym.discover.record import formula_record
+        from kansym.discover.record import discovery_record
 
-        formula, d = self._fitted(), getattr(self, "discovery_", None)
+        self._fitted()
+        d = getattr(self, "discovery_", None)
         if d is None:  # read with from_record: the record it came from
             return dict(self.record_.data)
-        extra = {} if d.trained is None else {"width_trained": list(d.trained.model.width),
-                                              "width_pruned": list(d.prune_result.model.width)}
-        return formula_record(formula, d.pruned, d.symbolic, extra=extra)
+        return discovery_record(d)
 
     def write_record(self, path: Any) -> Any:
         """Write :meth:`to_record` to ``path`` (atomically); returns the path."""

@@ -73,8 +73,7 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
         try:
             with stop_on_sigterm():
                 if units is not None:
-                    result, units_extra = _discover_with_units(table, units, config, quiet)
-                    extra.update(units_extra)
+                    result = _discover_with_units(table, units, config, quiet)
                 else:
                     _announce(table, config, quiet)
                     from kansym.discover.run import discover
@@ -120,8 +119,7 @@ def _announce(table, config, quiet: bool) -> None:
 
 
 def _discover_with_units(table, units, config, quiet: bool):
-    """``kansym fit --units``: dimensional reduction, discovery on the groups, the formula in the columns;
-    the result and the record's extra keys (``inputs``, ``units``, ``reduction``)."""
+    """``kansym fit --units``: dimensional reduction, discovery on the groups, the formula in the columns."""
     from kansym.cli.run import interrupted_status
     from kansym.discover.dimensional import discover_with_units
     from kansym.discover.units import read_units, read_units_table
@@ -147,9 +145,7 @@ def _discover_with_units(table, units, config, quiet: bool):
         what, status = interrupted_status()
         click.echo(f"{what}; nothing was written (run the command again)", err=True)
         raise click.exceptions.Exit(status) from None
-    extra = {"inputs": list(table.input_names), "units": result.units,
-             "reduction": None if result.reduction is None else result.reduction.to_dict()}
-    return result, extra
+    return result
 
 
 def write_fit_outputs(out: Path, result, extra: dict, *, force: bool, protect: list[Path]) -> list[str]:
@@ -159,7 +155,7 @@ def write_fit_outputs(out: Path, result, extra: dict, *, force: bool, protect: l
     one command write it byte for byte the same; the stages' wall-clock seconds go to
     ``model.pt``'s meta (``"seconds"``), whose bytes differ between runs anyway.
     """
-    from kansym.discover.record import formula_record, write_formula_files
+    from kansym.discover.record import discovery_record, write_formula_files
 
     trained = result.trained is not None
     names = (MODEL_OUTPUTS if trained else []) + FORMULA_OUTPUTS
@@ -171,8 +167,7 @@ def write_fit_outputs(out: Path, result, extra: dict, *, force: bool, protect: l
         result.trained.replace_model(result.trained.model, seconds=seconds).save(out / "model.pt", protect=protect)
         result.pruned.save(out / "pruned.pt", protect=protect)
         write_json(result.graph, out / "graph.json")
-        extra.update(width_trained=list(result.trained.model.width), width_pruned=list(result.prune_result.model.width))
-    write_formula_files(out, formula_record(result.formulas[0], result.pruned, result.symbolic, extra=extra))
+    write_formula_files(out, discovery_record(result, extra))
     return names
 
 

@@ -26,13 +26,16 @@ EXAMPLES = {
 }
 
 
-def split_names(value: str | None) -> tuple[str, ...] | None:
-    """``"a, b"`` -> ``("a", "b")``; None stays None."""
+LIB_FLAG, LIB_EXAMPLE = "--lib (the primitive library)", "one primitive (e.g. --lib x,x^2,sin)"
+
+
+def split_names(value: str | None, what: str = "--inputs", example: str = "one column") -> tuple[str, ...] | None:
+    """``"a, b"`` -> ``("a", "b")``; None stays None; an empty list is refused, naming ``what``."""
     if value is None:
         return None
     names = tuple(v.strip() for v in value.split(",") if v.strip())
     if not names:
-        raise ConfigError("an empty list was given; name at least one column")
+        raise ConfigError(f"{what} is an empty list; name at least {example}")
     return names
 
 
@@ -83,7 +86,7 @@ def discover_config(*, hidden: str = "5", grid_size: int = 5, steps: int | None 
     finetune = defaults.finetune if finetune_steps is None else defaults.finetune.replace(steps=finetune_steps)
     return DiscoverConfig(
         hidden=parse_hidden(hidden), grid_size=grid_size, train=train, finetune=finetune, theta=theta, space=space,
-        library=split_names(lib), r2_threshold=r2_threshold, seed=seed, device=device,
+        library=split_names(lib, LIB_FLAG, LIB_EXAMPLE), r2_threshold=r2_threshold, seed=seed, device=device,
         complexity_weight=defaults.complexity_weight if complexity_weight is None else complexity_weight,
     )
 

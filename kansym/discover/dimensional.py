@@ -25,6 +25,7 @@ from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import (
     ColumnScales, check_representable, formula_to_table, symbolic_to_table, working_scales,
 )
+from kansym.discover.reduced import reduction_meta
 from kansym.discover.result import ClosedForm, Discovery, Formula, split_holdout
 from kansym.discover.run import discover
 from kansym.discover.structure import interaction_r2
@@ -198,7 +199,9 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
     res = discover(g, yp[:, None], list(red.group_names), [f"{target}_reduced"], config, progress=progress)
     formulas = tuple(_map_back(f, res, red, x, yv, fit_idx, test_idx, symbols, target) for f in res.formulas)
     out = UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=red, units=text)
-    out = replace(out, formulas=formulas)
+    meta = reduction_meta(red, target)  # the checkpoints predict from the table's columns (kansym predict)
+    out = replace(out, formulas=formulas, trained=res.trained.replace_model(res.trained.model, reduction=meta),
+                  pruned=res.pruned.replace_model(res.pruned.model, reduction=meta))
     if constant is not None:
         fc, fk = constant.formulas[0], formulas[0]
         # the monomial wins unless the KAN's formula leaves clearly less unexplained (held out)

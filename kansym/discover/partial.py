@@ -22,6 +22,7 @@ so the two never disagree on what the formula is.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import replace
@@ -35,11 +36,12 @@ from kansym.discover.result import R2_GAP, ClosedForm, Formula
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.direct import DirectCandidate
 from kansym.symbolic.export import to_latex
+from kansym.symbolic.names import identifiers, rename_symbols
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import refine
 from kansym.symbolic.verify import fidelity, r2_score
 
-__all__ = ["settle_partial", "closed", "answer_lines", "report_lines", "rows_label"]
+__all__ = ["settle_partial", "closed", "answer_lines", "report_lines", "rows_label", "identifier_names"]
 
 log = logging.getLogger("kansym")
 
@@ -162,15 +164,29 @@ def answer_lines(formula: Formula) -> list[str]:
     ['y = 2 x', 'sympy: 2*x']
     """
     f = formula
+    on_idents = identifier_names(f)
+    mapped = "" if all(k == v for k, v in on_idents.items()) else \
+        f"   symbols: {json.dumps({v: k for k, v in on_idents.items()}, ensure_ascii=False)}"
+
+    def text(expr: sympy.Expr) -> str:  # identifiers, as formula.json writes them: the text parses back
+        return str(rename_symbols(expr, on_idents))
     if not f.partial:
-        return [f"{f.target} = {to_latex(f.expr)}", f"sympy: {f.expr}"]
+        return [f"{f.target} = {to_latex(f.expr)}", f"sympy: {text(f.expr)}{mapped}"]
     edges = ", ".join(f.numeric_edges)
     c = f.closed_form
     best = ("best closed form found: none" if c is None else
             f"best closed form found (not verified: R² ({rows_label(f)}) = {c.r2_test:.6f}, "
-            f"model's {f.r2_model_test:.6f}): {c.expr}")
+            f"model's {f.r2_model_test:.6f}): {text(c.expr)}")
     return [f"{f.target}: no closed form was verified (edges {edges} fit no primitive)", best,
-            f"partial formula ({edges}: numeric curves of the model, not functions; R² below are its): {f.expr}"]
+            f"partial formula ({edges}: numeric curves of the model, not functions; R² below are its): "
+            f"{text(f.expr)}{mapped}"]
+
+
+def identifier_names(formula: Formula) -> dict[str, str]:
+    """``{column: identifier}`` of the formula's symbols (:func:`kansym.symbolic.names.identifiers`):
+    the printed ``sympy`` text names columns as ``formula.json`` does."""
+    columns = [s.name for s in formula.symbols]
+    return dict(zip(columns, identifiers(columns)))
 
 
 def report_lines(formula: Formula) -> list[str]:

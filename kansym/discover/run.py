@@ -1,4 +1,4 @@
-"""The main job: from a table to a pruned KAN and a verified formula (DESIGN.md §2).
+"""The main job: from a table to a pruned KAN and a verified formula (docs/algorithms.md, "Architecture").
 
 :func:`discover` chains the stages; each returns a new value and none mutates its input::
 

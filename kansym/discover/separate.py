@@ -45,7 +45,7 @@ from scipy.optimize import minimize_scalar
 from kansym.discover.stages import train_stage
 from kansym.discover.structure import choose_space
 from kansym.symbolic.compose import input_symbols, lambdify_formula
-from kansym.symbolic.direct import DirectCandidate, choose, direct_search
+from kansym.symbolic.direct import DirectCandidate, direct_search, selection_score
 from kansym.symbolic.pareto import expression_complexity
 from kansym.symbolic.refine import refine
 from kansym.symbolic.verify import nrmse, r2_score
@@ -260,11 +260,15 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
         log.debug("structure: %s do not separate", ", ".join(names))
         return None
     rows = z[np.linspace(0, len(z) - 1, min(len(z), LEAF_ROWS)).astype(int)]
-    found = choose(direct_search(rows, f(rows), list(symbols), complexity_weight=complexity_weight),
-                   complexity_weight)
-    if found is None:
+    h = f(rows)
+    # the oracle's values carry its error: below it every candidate is as good (simplest wins)
+    floor = eps / max(float(np.std(h)), 1e-300)
+    found = direct_search(rows, h, list(symbols), complexity_weight=complexity_weight, noise=floor)
+    if not found:
         return None
-    return found.expr, Split("leaf", names)
+    best = min(found, key=lambda c: (selection_score(max(c.error, floor), c.complexity, complexity_weight),
+                                     c.complexity, str(c.expr)))
+    return best.expr, Split("leaf", names)
 
 
 def _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, depth):

@@ -1,4 +1,4 @@
-"""The model stages of discovery: train (L1 + entropy), prune, fine-tune (DESIGN.md §2).
+"""The model stages of discovery: train (L1 + entropy), prune, fine-tune (docs/algorithms.md, "Architecture").
 
 Each stage takes the options it uses as keyword arguments, returns a new
 :class:`~kansym.io.bundle.ModelBundle` and leaves its input unchanged. The symbolic

@@ -4,7 +4,7 @@ Every live edge of the KAN is replaced by a fitted primitive ``c * f(a x + b) + 
 (:func:`symbolify`), which gives a :class:`SymbolicKAN`. Its numeric forward and its
 sympy formula come from ONE walk over the layers (:meth:`SymbolicKAN.walk`) with
 either tensors or sympy expressions as node values, so the formula always equals
-the symbolic model's forward (DESIGN.md §3, "one composition path").
+the symbolic model's forward (docs/algorithms.md §6, "Composition").
 
 Source: Liu et al. 2024, "KAN: Kolmogorov–Arnold Networks", arXiv:2404.19756, §2.5.1
 (symbolification of a pruned KAN).

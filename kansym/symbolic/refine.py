@@ -1,6 +1,6 @@
 """Polish a composed formula on data: refit its constants, snap them, simplify, round.
 
-DESIGN.md §3 "Refinement", docs/algorithms.md §8: every float constant of the formula is
+docs/algorithms.md §8, "Refinement": every float constant of the formula is
 refitted by nonlinear least squares on the data (:mod:`kansym.symbolic.refit`); each is
 replaced by an exact value of its context (an exponent, a phase, a factor, an offset) when
 the data cannot tell the two apart and the description length drops
