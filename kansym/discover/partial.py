@@ -38,7 +38,7 @@ from kansym.symbolic.direct import DirectCandidate
 from kansym.symbolic.export import to_latex
 from kansym.symbolic.names import identifiers, rename_symbols
 from kansym.symbolic.pareto import expression_complexity, pareto_front
-from kansym.symbolic.refine import refine
+from kansym.symbolic.refine import exact_as_floats, refine
 from kansym.symbolic.verify import fidelity, r2_score
 
 __all__ = ["settle_partial", "closed", "answer_lines", "report_lines", "rows_label", "identifier_names"]
@@ -51,26 +51,6 @@ MAX_COMPLEXITY = 200  # closed forms larger than this are not refined (sympy's r
 def closed(expr: sympy.Expr) -> bool:
     """Whether ``expr`` is a closed form: no opaque (numeric-edge) function in it."""
     return not sympy.sympify(expr).atoms(AppliedUndef)
-
-
-def _floats(expr: sympy.Expr) -> sympy.Expr:
-    """``expr`` with the exact coefficients and offsets of its sums and products as floats
-    (``3*cos(pi*t)/10`` -> ``0.3*cos(3.14159*t)``; exponents and the signs of ``-x`` aside):
-    the constants of a closed form another search snapped against its own noise floor, to be
-    decided again by :func:`kansym.symbolic.refine.refine`."""
-    def walk(e: sympy.Expr) -> sympy.Expr:
-        if not e.args:
-            return e
-        if not isinstance(e, (sympy.Mul, sympy.Add)):  # a Pow's exponent, for one, stays exact
-            return e.func(*[walk(a) for a in e.args])
-        nums = [a for a in e.args if a.is_number and a.is_real]
-        rest = [walk(a) for a in e.args if not (a.is_number and a.is_real)]
-        c = e.func(*nums)  # the one coefficient (offset) of this product (sum)
-        if isinstance(e, sympy.Mul):
-            return (c if c in (sympy.S.One, sympy.S.NegativeOne) else sympy.Float(sympy.N(c))) * sympy.Mul(*rest)
-        return (sympy.Float(sympy.N(c)) if c != 0 else sympy.S.Zero) + sympy.Add(*rest)
-
-    return walk(sympy.sympify(expr))
 
 
 def _held_out_r2(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray) -> float:
@@ -120,7 +100,7 @@ def settle_partial(formula: Formula, direct: Sequence[DirectCandidate] | None, x
     r2, _, _, best, origin = max(scored, key=lambda s: (round(s[0], 9), s[1], s[2]))
     if expression_complexity(best) <= MAX_COMPLEXITY:
         try:  # its exact numbers decided again, against this floor (the direct search's may be laxer)
-            fine = refine(_floats(best), symbols, x, y, loss_space=loss_space, noise=noise)
+            fine = refine(exact_as_floats(best), symbols, x, y, loss_space=loss_space, noise=noise)
         except (ValueError, ArithmeticError, TypeError) as exc:  # a refit that fails keeps the candidate
             log.debug("refining the best closed form failed (%s)", exc)
             fine = best

@@ -84,7 +84,7 @@ class Formula:
         Why it was chosen over the other kinds ("" when nothing competed).
     r2_reference_test : float
         Held-out R² of the reference model: the KAN of the run's width trained without
-        sparsification (the oracle of :mod:`kansym.discover.separate`); NaN when none was
+        sparsification (the oracle of :mod:`kansym.discover.oracle`); NaN when none was
         trained. A formula that falls short of it misses structure the data hold, even when
         the pruned model it came from falls short too.
     structure : dict or None

@@ -22,7 +22,7 @@ from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import discovery_to_table, interrupted_to_table, working_scales
 from kansym.discover.result import MIN_ROWS, Discovery, Formula, RunInterrupted, split_holdout
 from kansym.discover.resume import ResumePoint, resume_record
-from kansym.discover.separate import structure_stage, wants_structure
+from kansym.discover.oracle import structure_stage, wants_structure
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage
 from kansym.discover.structure import additive_r2, choose_space, interaction_error, interaction_r2
 from kansym.discover.symbolify import symbolify_stage, wants_direct_search

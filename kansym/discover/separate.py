@@ -34,7 +34,7 @@ one candidate beside the KAN's formula and the direct search's; the verification
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import networkx as nx
@@ -42,16 +42,13 @@ import numpy as np
 import sympy
 from scipy.optimize import minimize_scalar
 
-from kansym.discover.stages import train_stage
-from kansym.discover.structure import choose_space
-from kansym.symbolic.compose import input_symbols, lambdify_formula
+from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.direct import DirectCandidate, direct_search, selection_score
 from kansym.symbolic.pareto import expression_complexity
-from kansym.symbolic.refine import refine
-from kansym.symbolic.verify import nrmse, r2_score
+from kansym.symbolic.refine import exact_as_floats, refine
+from kansym.symbolic.verify import nrmse
 
-__all__ = ["Split", "interaction_graph", "decompose", "structure_candidates", "structure_stage", "wants_structure",
-           "NOISE_FACTOR"]
+__all__ = ["Split", "interaction_graph", "decompose", "structure_candidates", "NOISE_FACTOR"]
 
 log = logging.getLogger("kansym")
 
@@ -59,7 +56,6 @@ NOISE_FACTOR = 5.0  # a mixed difference within this many oracle errors counts a
 PAIRS = 256  # pairs of rows per mixed difference
 LEAF_ROWS = 2000  # oracle rows a leaf's direct search works on
 MAX_DEPTH = 6
-MAX_ORACLE_ERROR = 0.05  # oracle RMS error over std(y) above which its tests mean nothing (R² < 0.9975)
 
 Oracle = Callable[[np.ndarray], np.ndarray]  # (N, d) -> (N,)
 
@@ -335,68 +331,11 @@ def structure_candidates(oracle: Oracle, eps: float, x: np.ndarray, y: np.ndarra
 
 
 def _refined(raw: sympy.Expr, symbols, x, y) -> list[sympy.Expr]:
+    """The recombined formula with every coefficient and offset a float again (the leaves
+    snapped theirs against the oracle's error), refined on the data."""
     rows = np.linspace(0, len(x) - 1, min(len(x), LEAF_ROWS)).astype(int)
     try:
-        return [refine(raw, symbols, x[rows], y[rows])]
+        return [refine(exact_as_floats(raw), symbols, x[rows], y[rows])]
     except (ValueError, ArithmeticError) as exc:  # a refit that leaves the formula's domain
         log.debug("structure: refinement failed (%s); keeping the oracle's constants", exc)
         return [raw]
-
-
-def wants_structure(config, d_in: int, d_out: int) -> bool:
-    """Whether the structure search runs: ``config.structure``, the whole primitive library
-    (its leaves are direct searches), one output and three inputs or more (one or two go to
-    the direct search whole)."""
-    return bool(config.structure and config.library is None and d_out == 1 and d_in >= 3)
-
-
-def structure_stage(rows, input_names: Sequence[str], output_names: Sequence[str], config,
-                    progress: bool | None = None) -> tuple[list[DirectCandidate], float]:
-    """Train the oracle (the run's KAN without sparsification, on the training rows), measure
-    its error on the held-out rows and return :func:`structure_candidates` on the fitting rows.
-
-    Parameters
-    ----------
-    rows : kansym.discover.run.Rows
-        Working-unit rows; without held-out rows the oracle's error is unknown and nothing
-        is tried.
-    config : DiscoverConfig
-
-    Returns
-    -------
-    (list of DirectCandidate, float)
-        The candidates and the oracle's held-out R² (NaN without held-out rows).
-    """
-    if rows.x_test is None:
-        return [], float("nan")
-    space = choose_space(rows.x_train, rows.y_train, config.space)
-    oracle, eps, r2 = _oracle(rows, input_names, output_names, config, space, progress)
-    if config.space == "auto" and not eps <= MAX_ORACLE_ERROR * np.std(rows.y_test[:, 0]):
-        other = _oracle(rows, input_names, output_names, config, "linear" if space == "log" else "log", progress)
-        if other[1] < eps:
-            oracle, eps, r2 = other
-    if not eps <= MAX_ORACLE_ERROR * np.std(rows.y_test[:, 0]):
-        log.info("structure: not searched (the oracle's held-out R² %.4g is too low for its tests)", r2)
-        return [], r2
-    candidates, split = structure_candidates(lambda z: oracle.predict(z)[:, 0], eps, rows.x, rows.y[:, 0],
-                                             input_symbols(input_names), complexity_weight=config.complexity_weight,
-                                             seed=config.seed)
-    record = None if split is None else split.to_dict()
-    return [replace(c, structure=record) for c in candidates], r2
-
-
-def _oracle(rows, input_names, output_names, config, space: str, progress):
-    """The unsparsified KAN in ``space``, its RMS error and R² on the held-out rows."""
-    kind = "linear" if space == "linear" else "log"
-    if kind == "log" and not (np.all(rows.x_train > 0) and np.all(rows.y_train > 0)):
-        return None, np.inf, -np.inf
-    oracle = train_stage(
-        rows.x_train, rows.y_train, input_names, output_names, hidden=config.hidden, grid_size=config.grid_size,
-        spline_order=config.spline_order, space=kind,
-        train=config.train.replace(lamb=0.0, seed=config.seed, device=config.device), seed=config.seed,
-        dtype=config.dtype, progress=progress, label="the oracle of the structure search: no sparsification",
-    )
-    with np.errstate(all="ignore"):
-        pred = oracle.predict(rows.x_test)[:, 0]
-    eps = float(np.sqrt(np.mean((pred - rows.y_test[:, 0]) ** 2)))
-    return oracle, (eps if np.isfinite(eps) else np.inf), r2_score(rows.y_test[:, 0], pred, nonfinite="-inf")

@@ -21,7 +21,8 @@ from kansym.symbolic.refit import LossSpace, refit_constants, refit_constants_co
 from kansym.symbolic.snap import clean_floats, reduce_phases, round_constants, snap_constant, snap_constants
 
 __all__ = ["refit_constants", "refit_constants_counted", "snap_constant", "snap_constants", "reduce_phases",
-           "simplify_formula", "refine", "merge_numeric_factors", "clean_floats", "shorten_numbers"]
+           "simplify_formula", "refine", "merge_numeric_factors", "clean_floats", "shorten_numbers",
+           "exact_as_floats"]
 
 
 def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
@@ -123,3 +124,23 @@ def merge_numeric_factors(expr: sympy.Expr) -> sympy.Expr:
         return sympy.Mul(sympy.Float(sympy.Mul(*numeric).evalf()), *rest)
 
     return sympy.sympify(expr).replace(lambda e: e.is_Mul, merge)
+
+
+def exact_as_floats(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with the exact coefficients and offsets of its sums and products as floats
+    (``3*cos(pi*t)/10`` -> ``0.3*cos(3.14159*t)``; exponents and the signs of ``-x`` aside):
+    the constants of a closed form another search snapped against its own noise floor, to be
+    decided again by :func:`refine`."""
+    def walk(e: sympy.Expr) -> sympy.Expr:
+        if not e.args:
+            return e
+        if not isinstance(e, (sympy.Mul, sympy.Add)):  # a Pow's exponent, for one, stays exact
+            return e.func(*[walk(a) for a in e.args])
+        nums = [a for a in e.args if a.is_number and a.is_real]
+        rest = [walk(a) for a in e.args if not (a.is_number and a.is_real)]
+        c = e.func(*nums)  # the one coefficient (offset) of this product (sum)
+        if isinstance(e, sympy.Mul):
+            return (c if c in (sympy.S.One, sympy.S.NegativeOne) else sympy.Float(sympy.N(c))) * sympy.Mul(*rest)
+        return (sympy.Float(sympy.N(c)) if c != 0 else sympy.S.Zero) + sympy.Add(*rest)
+
+    return walk(sympy.sympify(expr))
