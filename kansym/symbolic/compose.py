@@ -21,6 +21,7 @@ import numpy as np
 import sympy
 import torch
 
+from kansym.deadline import Deadline, time_is_up
 from kansym.nn.kan import KAN
 from kansym.symbolic.reproducible import stable_lambdify
 from kansym.symbolic.fit import EdgeFit, select_edge_fit
@@ -170,6 +171,7 @@ def symbolify(
     constant_tol: float = 1e-3,
     min_r2: float = 0.9,
     exhaustive: bool = True,
+    deadline: Deadline | None = None,
 ) -> tuple[SymbolicKAN, dict[EdgeId, list[EdgeFit]]]:
     """Fit a primitive to every live edge of ``model`` on the activations of ``x``.
 
@@ -199,6 +201,11 @@ def symbolify(
         primitive first clears ``r2_threshold`` (refining those with a grid R² of at
         least 0.5): the chosen fits are the same, the candidates are those primitives
         (the unrefined ones at grid precision). Use it when no Occam step follows.
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit, looked at before each edge. Once it has expired, the
+        remaining edges are fitted with the linear primitive only (closed form,
+        milliseconds; kept whatever its R², since the others were not tried) and the cut
+        is recorded (:meth:`~kansym.deadline.Deadline.cut`).
 
     Returns
     -------
@@ -208,6 +215,8 @@ def symbolify(
     if library is None or all(isinstance(p, str) for p in library):
         library = get_library(library)
     constant_lib = get_library(["0"])
+    linear_lib = get_library(["x"])  # what an edge gets once the time is up
+    hurried = 0  # edges fitted after the deadline
     with torch.no_grad():
         trace = model.trace(x.to(model.layers[0].coef.dtype))
     edges: dict[EdgeId, EdgeFit] = {}
@@ -223,11 +232,13 @@ def symbolify(
                     continue
                 xv, yv = inputs[:, i], values[:, j, i]
                 small = yv.std() <= constant_tol * max(float(node_std[j]), 1e-12)
-                lib = constant_lib if small else library
+                late = not small and time_is_up(deadline)
+                hurried += late
+                lib = constant_lib if small else linear_lib if late else library
                 # exhaustive: every candidate refined, so the Occam step can weigh accurate alternatives
                 fit, cands = select_edge_fit(xv, yv, lib, r2_threshold=r2_threshold, exhaustive=exhaustive)
                 candidates[(layer, i, j)] = cands
-                if fit.primitive != "0" and fit.r2 < min_r2:
+                if fit.primitive != "0" and fit.r2 < min_r2 and not late:
                     log.warning("edge %d:%d->%d fits no primitive (best: %s, R² = %.4f < %g); kept numeric",
                                 layer, i, j, fit.primitive, fit.r2, min_r2)
                     fit = numeric_edge((layer, i, j), xv, yv, r2=fit.r2, best=fit.primitive)
@@ -237,8 +248,11 @@ def symbolify(
                     log.info("edge %d:%d->%d%s: constant, flat on the data (spread %.2g of its node's)", layer, i, j,
                              source, yv.std() / max(float(node_std[j]), 1e-300))
                     continue
-                flag = "" if fit.r2 >= r2_threshold else f" (below {r2_threshold}: best trade-off)"
+                flag = " (time limit: linear only)" if late else \
+                    "" if fit.r2 >= r2_threshold else f" (below {r2_threshold}: best trade-off)"
                 log.info("edge %d:%d->%d: %s, R² = %.6f%s", layer, i, j, fit.primitive, fit.r2, flag)
+    if hurried:
+        deadline.cut(f"per-edge fits: {hurried} of {len(edges)} edges fitted with the linear primitive only")
     sym = SymbolicKAN(
         width=tuple(model.width),
         edges=edges,

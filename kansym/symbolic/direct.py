@@ -38,6 +38,7 @@ from typing import Callable, Sequence
 import numpy as np
 import sympy
 
+from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic import _subsets as sub
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.pareto import expression_complexity
@@ -229,7 +230,7 @@ def _signed(symbols: Sequence[sympy.Symbol], x: np.ndarray) -> dict[sympy.Symbol
 
 def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol], *,
                   complexity_weight: float = 0.05, max_terms: int = 3, keep: int = 4,
-                  refine_top: int = 4) -> list[DirectCandidate]:
+                  refine_top: int = 4, deadline: Deadline | None = None) -> list[DirectCandidate]:
     """Search small formulas ``y = f(x)`` for one or two inputs.
 
     Parameters
@@ -249,6 +250,10 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     refine_top : int
         Most raw candidates refined (:func:`kansym.symbolic.refine.refine`); refinement
         stops early once no further raw candidate can beat the best refined one.
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit, looked at before each target transform (a family of
+        candidates) but the first, and before each refinement but the first: once it has
+        expired the search goes on with what it has (the cut is recorded).
 
     Returns
     -------
@@ -270,7 +275,11 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     rows = np.unique(np.linspace(0, len(y) - 1, min(SEARCH_ROWS, len(y))).astype(int))
     prelim = []  # (numeric score, transform, cols, coef)
     tried: set = set()
-    for name, t, inverse in _transforms(y):
+    families = _transforms(y)
+    for k, (name, t, inverse) in enumerate(families):
+        if k and time_is_up(deadline):
+            deadline.cut(f"direct search: {k} of {len(families)} target transforms searched")
+            break
         A = _design(t, num, den, rows)
         for cols in sub.ranked(t, A, rows, index, keep):
             coef = sub.coefficients(t[rows], A, cols)
@@ -304,6 +313,9 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     seen = set()
     for _, comp, key, expr in raw:
         if len(out) >= refine_top:
+            break
+        if out and time_is_up(deadline):
+            deadline.cut(f"direct search: {len(out)} candidates refined")
             break
         # refinement turns each float into an exact number (1 node instead of 2) and may
         # drop one term more: raw candidates that cannot beat the best refined one are left

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 import sympy
 from scipy.optimize import least_squares
 
+from kansym.deadline import Deadline, time_is_up
 from kansym.errors import ConfigError, DataError
 from kansym.symbolic.reproducible import stable_lambdify
+from kansym.symbolic.simplify import simplify_formula
 
 __all__ = ["refit_constants", "refit_constants_counted", "snap_constant", "snap_constants", "reduce_phases",
            "simplify_formula", "refine", "merge_numeric_factors"]
@@ -256,7 +258,7 @@ def reduce_phases(expr: sympy.Expr) -> sympy.Expr:
 def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
                    tol: float = 1e-2, abs_tol: float = 1e-6, rel_tol: float = 1e-2,
                    loss_space: LossSpace = "linear", wald_z: float = 3.0,
-                   wald_growth: float = 0.25) -> sympy.Expr:
+                   wald_growth: float = 0.25, deadline: Deadline | None = None) -> sympy.Expr:
     """Greedily replace float constants by simple exact values the data allow.
 
     Phases of sin/cos are first reduced (:func:`reduce_phases`). Constants are
@@ -281,6 +283,8 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         relative to the start. This accepts ``3/2`` for an exponent fitted as
         1.4994 ± 0.0003 on real measurements whose other effects (e.g. a moon's
         own mass) make the exact law fit slightly worse than the free one.
+    deadline : kansym.deadline.Deadline, optional
+        Looked at before each constant: once expired, the rest keep their fitted values.
 
     Returns
     -------
@@ -299,7 +303,10 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         c = cands[i]
         return abs(float(c[0]) - values[i]) / max(abs(values[i]), 1e-300) if c else math.inf
 
-    for i in sorted(range(len(values)), key=closeness):
+    for n_tried, i in enumerate(sorted(range(len(values)), key=closeness)):
+        if time_is_up(deadline):
+            deadline.cut(f"refinement: snapping stopped after {n_tried} of {len(values)} constants")
+            break
         trials = cands[i] + ([sympy.Integer(0)] if sympy.Integer(0) not in cands[i] else [])
         se = prob.standard_errors(values, free)[i] if wald_z > 0 else 0.0
         for cand in trials:
@@ -317,28 +324,9 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     return prob.build(values, fixed)
 
 
-def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
-    """Simplify deterministically; never returns a longer expression.
-
-    Tries ``powsimp``, ``factor_terms`` and ``together`` (single passes over the tree,
-    milliseconds even for the composition of an unpruned network), and ``sympy.simplify``
-    only when the expression has at most ``max_ops`` operations (``sympy.count_ops``;
-    well under a second there, while on large formulas it can run for minutes). Which
-    rewrites run depends on the expression alone, never on the clock: sympy cannot be
-    stopped after a count of work, and a cut-off in seconds would make a busy machine
-    print another formula. The candidate with the fewest operations wins (ties: the
-    first, the input itself).
-    """
-    expr = sympy.sympify(expr)
-    options: list[Callable[[sympy.Expr], sympy.Expr]] = [sympy.powsimp, sympy.factor_terms, sympy.together]
-    if sympy.count_ops(expr) <= max_ops:
-        options.append(sympy.simplify)
-    return min([expr, *(fn(expr) for fn in options)], key=sympy.count_ops)
-
-
 def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
            loss_space: LossSpace = "linear", snap: bool = True, tol: float = 1e-2,
-           abs_tol: float = 1e-6, simplify: bool = True) -> sympy.Expr:
+           abs_tol: float = 1e-6, simplify: bool = True, deadline: Deadline | None = None) -> sympy.Expr:
     """Refit -> snap -> simplify -> final refit of the remaining floats.
 
     Parameters
@@ -349,6 +337,8 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         Snap constants (:func:`snap_constants` with ``tol``, ``abs_tol``).
     simplify : bool
         Run :func:`simplify_formula`.
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit, handed to :func:`snap_constants` (cut between snaps).
 
     Returns
     -------
@@ -361,16 +351,20 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     """
     out = refit_constants(expr, symbols, X, y, loss_space=loss_space)
     if snap:
-        out = snap_constants(out, symbols, X, y, tol=tol, abs_tol=abs_tol, loss_space=loss_space)
+        out = snap_constants(out, symbols, X, y, tol=tol, abs_tol=abs_tol, loss_space=loss_space, deadline=deadline)
     if simplify:
         out = simplify_formula(out)
     merged = merge_numeric_factors(out)
     if snap and merged != out:
         # simplification can leave products such as 0.3183*pi (= 1): snap the merged float
-        out = snap_constants(merged, symbols, X, y, tol=tol, abs_tol=abs_tol, loss_space=loss_space)
+        out = snap_constants(merged, symbols, X, y, tol=tol, abs_tol=abs_tol, loss_space=loss_space,
+                             deadline=deadline)
         if simplify:
             out = simplify_formula(out)
-    out = refit_constants(out, symbols, X, y, loss_space=loss_space)
+    if time_is_up(deadline):  # the snaps' own refits stand
+        deadline.cut("refinement: the final refit skipped")
+    else:
+        out = refit_constants(out, symbols, X, y, loss_space=loss_space)
     return clean_floats(out) if snap else out
 
 
