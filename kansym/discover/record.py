@@ -45,7 +45,9 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
 
 and, from ``kansym fit``: ``width_trained``, ``width_pruned``, ``data`` (no timings: the record
 of one command is the same bytes on every run; ``model.pt``'s meta holds the seconds);
-with ``--units``: ``units`` and ``reduction``; from ``symbolify``: ``checkpoint``.
+with ``--units``: ``units`` and ``reduction``; from ``symbolify``: ``checkpoint``; when the
+time limit bound (only then): ``time_limit`` (``seconds``, ``cut_short``: what it cut, ``note``;
+:func:`kansym.discover.budget.time_limit_entry`).
 """
 
 from __future__ import annotations

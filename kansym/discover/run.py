@@ -6,6 +6,11 @@
          -> symbolify (per-edge primitives) -> Occam step -> compose -> refine -> verify
 
 :func:`train` is the training stage alone with its resumable checkpoint (``kansym train``).
+
+Under a time limit (``DiscoverConfig.time_limit``, ``kansym fit --time-limit``) one
+:class:`~kansym.deadline.Deadline` goes to every stage; a stage it has expired in returns
+what it has, the stages that cannot start are skipped, and the answer is the best verified
+formula found by then (:attr:`Discovery.cut_short` names the cuts).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
+from kansym.deadline import Deadline, time_is_up
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import discovery_to_table, interrupted_to_table, working_scales
 from kansym.discover.result import Discovery, Formula, RunInterrupted, split_holdout
@@ -121,7 +127,7 @@ def train(
 
 
 def _train(x, y, input_names, output_names, config: DiscoverConfig, outer: DiscoverConfig, progress,
-           resume: ResumePoint | None, stage: str, label: str = "") -> ModelBundle:
+           resume: ResumePoint | None, stage: str, label: str = "", deadline: Deadline | None = None) -> ModelBundle:
     """:func:`~kansym.discover.stages.train_stage` with ``config``'s options; on Ctrl-C the
     resumable checkpoint records ``stage`` and the whole run's config ``outer``."""
     tcfg = config.train.replace(seed=config.seed, device=config.device)
@@ -129,7 +135,7 @@ def _train(x, y, input_names, output_names, config: DiscoverConfig, outer: Disco
         return train_stage(
             x, y, input_names, output_names, hidden=config.hidden, grid_size=config.grid_size,
             spline_order=config.spline_order, space=config.space, train=tcfg, seed=config.seed, dtype=config.dtype,
-            resume=resume, progress=progress, label=label,
+            resume=resume, progress=progress, label=label, deadline=deadline,
         )
     except RunInterrupted as stop:
         if stop.bundle is None:
@@ -148,6 +154,7 @@ def discover(
     *,
     progress: bool | None = None,
     resume: ResumePoint | None = None,
+    deadline: Deadline | None = None,
 ) -> Discovery:
     """Find a formula for ``y`` as a function of ``x``: train, prune, symbolify, verify.
 
@@ -166,6 +173,12 @@ def discover(
     resume : ResumePoint, optional
         Continue the training stage of an interrupted run
         (:func:`kansym.discover.resume.load_resume`).
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit, if it started earlier than this call (the CLI starts it
+        before reading the CSV); default: ``Deadline(config.time_limit)`` from now. The
+        run stops soon after it (each stage at its next check, then the verification)
+        with the best verified formula found by then; :attr:`Discovery.cut_short` says
+        what was cut. A limit that does not bind leaves the result as without one.
 
     Returns
     -------
@@ -185,6 +198,7 @@ def discover(
     ConfigError, FitError
     """
     config = config or DiscoverConfig()
+    deadline = Deadline(config.time_limit) if deadline is None else deadline
     x, y = _as_2d(x, y)
     scales = working_scales(x, y, input_names, output_names, config.space)
     if resume is not None:
@@ -192,9 +206,10 @@ def discover(
     with _blas_threads(config.train.num_threads):
         try:
             found, rows = _discover(scales.x_to_working(x), scales.y_to_working(y), input_names, output_names, config,
-                                    progress, resume)
+                                    progress, resume, deadline)
         except RunInterrupted as stop:
             raise interrupted_to_table(stop, scales) from None
+    found = replace(found, time_limit=deadline.seconds, cut_short=deadline.cuts)
     return _finish(discovery_to_table(found, scales, scales.x_to_table(rows.x), scales.y_to_table(rows.y)))
 
 
@@ -221,14 +236,15 @@ def _blas_threads(n: int | None):
     return threadpool_limits(limits=n, user_api="blas")
 
 
-def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress, resume) -> tuple[Discovery, Rows]:
+def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress, resume,
+              deadline: Deadline) -> tuple[Discovery, Rows]:
     """The run on (working-unit) rows: its result (before :func:`_finish`) and the split rows."""
     rows = Rows.split(x, y, config)
     t0 = time.perf_counter()
     direct = None
     if wants_direct_search(config, x.shape[1], y.shape[1]):
         direct = direct_search(rows.x, rows.y[:, 0], input_symbols(input_names),
-                               complexity_weight=config.complexity_weight)
+                               complexity_weight=config.complexity_weight, deadline=deadline)
     direct_seconds = time.perf_counter() - t0
     runs = []
     # A resumed run continues the stage it was interrupted in; the stages before it are
@@ -238,15 +254,18 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
         else (False, 1.0)
     if additive:
         short = _run_once(rows, direct, input_names, output_names, config.replace(hidden=()), config, progress,
-                          resume if stage == "shortcut" else None, "shortcut")
+                          resume if stage == "shortcut" else None, "shortcut", deadline)
         f = short.formulas[0]
         if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= floor):
+            return replace(short, seconds={**short.seconds, "direct": direct_seconds}), rows
+        if time_is_up(deadline):
+            deadline.cut("the hidden-layer KAN after the additive shortcut: skipped")
             return replace(short, seconds={**short.seconds, "direct": direct_seconds}), rows
         log.info("the additive KAN's formula has held-out R² %.6g < %.6g; training the hidden layer too",
                  f.r2_test, floor)
         runs.append(short)
     runs.append(_run_once(rows, direct, input_names, output_names, config, config, progress,
-                          resume if stage != "shortcut" else None, "main"))
+                          resume if stage != "shortcut" else None, "main", deadline))
     best = max(runs, key=lambda d: (round(_score(d.formulas[0]), 6), -expression_complexity(d.formulas[0].expr)))
     if len(runs) > 1:
         other = runs[0] if best is runs[1] else runs[1]
@@ -307,13 +326,17 @@ def _finetune_grid(config: DiscoverConfig, n_rows: int) -> int | None:
 
 def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names, output_names,
               config: DiscoverConfig, outer: DiscoverConfig, progress, resume: ResumePoint | None,
-              stage: str) -> Discovery:
-    """One train -> prune -> fine-tune -> symbolify run on prepared rows."""
+              stage: str, deadline: Deadline | None = None) -> Discovery:
+    """One train -> prune -> fine-tune -> symbolify run on prepared rows.
+
+    Under an expired ``deadline`` the run still does the least that gives a formula to
+    verify: one training step, the pruning, per-edge linear fits and the verification.
+    """
     seconds = {}
     t0 = time.perf_counter()
     label = "additive shortcut: no hidden layer" if stage == "shortcut" else ""
     trained = _train(rows.x_train, rows.y_train, input_names, output_names, config, outer, progress, resume, stage,
-                     label)
+                     label, deadline)
     seconds["train"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -322,6 +345,7 @@ def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names,
     pruned = finetune_stage(
         pruned, rows.x_train, rows.y_train, train=config.finetune.replace(seed=config.seed, device=config.device),
         grid_size=_finetune_grid(config, rows.x_train.shape[0]), dtype=config.dtype, progress=progress,
+        deadline=deadline,
     )
     seconds["prune"] = time.perf_counter() - t0
 
@@ -329,7 +353,7 @@ def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names,
     sym, formulas = symbolify_stage(
         pruned, rows.x, rows.y, rows.x_test, rows.y_test, library=config.library,
         r2_threshold=config.r2_threshold, min_edge_r2=config.min_edge_r2, simplify=config.simplify_edges,
-        direct=direct, complexity_weight=config.complexity_weight,
+        direct=direct, complexity_weight=config.complexity_weight, deadline=deadline,
     )
     seconds["symbolify"] = time.perf_counter() - t0
 

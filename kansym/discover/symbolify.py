@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 import sympy
 
+from kansym.deadline import Deadline, time_is_up
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import check_representable, formula_to_table, symbolic_to_table, working_scales
 from kansym.discover.result import R2_GAP, Formula
@@ -61,6 +62,7 @@ def symbolify_stage(
     simplify: bool = True,
     direct: Sequence[DirectCandidate] | None = None,
     complexity_weight: float = 0.05,
+    deadline: Deadline | None = None,
 ) -> tuple[SymbolicKAN, tuple[Formula, ...]]:
     """Symbolify a bundled model, compose, refine and verify its formulas.
 
@@ -86,6 +88,13 @@ def symbolify_stage(
         competition.
     complexity_weight : float
         ``w`` of :func:`~kansym.symbolic.direct.selection_score`.
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit. The per-edge fits, the Occam step and the refinement stop
+        early once it has expired (see theirs), and a step it has expired before is
+        skipped (the Occam step: the per-edge choices stand; the refinement: the raw
+        composition stands); each cut is recorded. The verification and the choice
+        against the direct search always run: the answer is the best verified formula
+        found so far.
 
     Returns
     -------
@@ -103,17 +112,25 @@ def symbolify_stage(
     sym, candidates = symbolify(
         bundle.model, bundle.model_inputs(x).double(), bundle.transform, bundle.input_names, bundle.output_names,
         library=library, r2_threshold=r2_threshold, min_r2=min_edge_r2,
-        exhaustive=occam,  # the alternatives of every edge are refined only for the Occam step
+        exhaustive=occam and not time_is_up(deadline),  # the alternatives are refined only for the Occam step
+        deadline=deadline,
     )
-    if occam:
-        sym, tried = simplify_edges(sym, candidates, symbols, x, y[:, 0])
+    if occam and time_is_up(deadline):
+        deadline.cut("Occam step: skipped")
+    elif occam:
+        sym, tried = simplify_edges(sym, candidates, symbols, x, y[:, 0], deadline=deadline)
     y_model = bundle.predict(x)
     y_model_test = bundle.predict(x_test)
     loss_space = "log" if bundle.transform.log_space else "linear"
     formulas = []
     for k, raw in enumerate(sym.expressions(symbols)):
-        # with an exact direct formula the KAN's composition is only shown, not refined
-        expr = raw if exact_direct else refine(raw, symbols, x, y[:, k], loss_space=loss_space)
+        if exact_direct:  # with an exact direct formula the KAN's composition is only shown, not refined
+            expr = raw
+        elif time_is_up(deadline):  # the best so far: the Occam step's last accepted formula (constants refit)
+            deadline.cut("refinement: skipped")
+            expr = next((c.expr for c in reversed(tried) if c.accepted), raw)
+        else:
+            expr = refine(raw, symbols, x, y[:, k], loss_space=loss_space, deadline=deadline)
         fid = fidelity(lambdify_formula(expr, symbols), x, y[:, k], y_model[:, k]) if _finite(expr, symbols, x) else None
         # a composition undefined on some rows (an edge's fit left its domain) is scored as such
         raw_fid = fidelity(lambdify_formula(raw, symbols), x, y[:, k], y_model[:, k]) if _finite(raw, symbols, x) \
