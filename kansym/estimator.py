@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from kansym.deadline import DEFAULT_TIME_LIMIT
 from kansym.errors import ConfigError, DataError
 
 __all__ = ["KANRegressor"]
@@ -59,6 +60,12 @@ class KANRegressor:
     complexity_weight : float
         Weight ``w`` of the formula choice, ``log10(error) + w * complexity``
         (:class:`kansym.discover.config.DiscoverConfig`, ``kansym fit --complexity-weight``).
+    time_limit : float or None
+        Seconds :meth:`fit` may take (None: no limit; ``kansym fit --time-limit``). When
+        they run out, the stages stop early, the best verified formula found so far is
+        the answer, and a ``UserWarning`` names what was cut short
+        (``discovery_.cut_short``; also in :meth:`to_record`). A limit that does not bind
+        changes nothing.
 
     Attributes
     ----------
@@ -86,7 +93,8 @@ class KANRegressor:
                  theta: float = 1e-2, space: str = "auto", library: Sequence[str] | None = None,
                  r2_threshold: float = 0.999, min_edge_r2: float = 0.9, holdout: float = 0.2,
                  max_train_rows: int | None = 3000, seed: int = 0, device: str = "cpu",
-                 units: Any = None, complexity_weight: float = 0.05) -> None:
+                 units: Any = None, complexity_weight: float = 0.05,
+                 time_limit: float | None = DEFAULT_TIME_LIMIT) -> None:
         self.hidden = hidden
         self.grid_size = grid_size
         self.steps = steps
@@ -102,6 +110,7 @@ class KANRegressor:
         self.device = device
         self.units = units
         self.complexity_weight = complexity_weight
+        self.time_limit = time_limit
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -135,7 +144,7 @@ class KANRegressor:
             space=self.space, library=None if self.library is None else tuple(self.library),
             r2_threshold=self.r2_threshold, min_edge_r2=self.min_edge_r2, holdout=self.holdout,
             max_train_rows=self.max_train_rows, seed=self.seed, device=self.device,
-            complexity_weight=self.complexity_weight,
+            complexity_weight=self.complexity_weight, time_limit=self.time_limit,
         )
 
     def fit(self, X: Any, y: Any, *, feature_names: Sequence[str] | None = None,
@@ -163,7 +172,8 @@ class KANRegressor:
         -----
         UserWarning
             When the formula's held-out R² is more than 0.01 below the model's, or an
-            edge fitted no primitive (:attr:`kansym.discover.result.Formula.warning`).
+            edge fitted no primitive (:attr:`kansym.discover.result.Formula.warning`);
+            when ``time_limit`` cut the run short.
         """
         import pandas as pd
 
@@ -204,6 +214,10 @@ class KANRegressor:
         )
         if self.formula_.warning:
             warnings.warn(f"kansym: {self.formula_.warning}", UserWarning, stacklevel=2)
+        from kansym.discover.budget import cut_short_line
+
+        if cut_short_line(result):
+            warnings.warn(f"kansym: {cut_short_line(result)}", UserWarning, stacklevel=2)
         return self
 
     def _check_X(self, X: Any, n_features: int | None) -> np.ndarray:
@@ -251,9 +265,11 @@ class KANRegressor:
         formula, d = self._fitted(), getattr(self, "discovery_", None)
         if d is None:  # read with from_record: the record it came from
             return dict(self.record_.data)
+        from kansym.discover.budget import time_limit_entry
+
         extra = {} if d.trained is None else {"width_trained": list(d.trained.model.width),
                                               "width_pruned": list(d.prune_result.model.width)}
-        return formula_record(formula, d.pruned, d.symbolic, extra=extra)
+        return formula_record(formula, d.pruned, d.symbolic, extra={**extra, **time_limit_entry(d)})
 
     def write_record(self, path: Any) -> Any:
         """Write :meth:`to_record` to ``path`` (atomically); returns the path."""
