@@ -18,6 +18,7 @@ best answer found so far.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import time
@@ -68,9 +69,30 @@ class Deadline:
             raise ConfigError(f"the time limit must be a finite number of seconds > 0, got {seconds!r}")
         self.seconds = None if seconds is None else float(seconds)
         self._clock = clock
-        self._end = None if seconds is None else clock() + float(seconds)
+        self._start = None if seconds is None else clock()
+        self._end = None if seconds is None else self._start + float(seconds)
         self._passed = False
         self._cuts: list[str] = []
+
+    def share(self, fraction: float) -> "Deadline":
+        """The part of this deadline that ends after ``fraction`` of its seconds (``0 < fraction <= 1``).
+
+        Same start, clock and record of cuts: a stage given a share stops in time to
+        leave the rest of the limit to the stages after it. Without a limit, itself.
+
+        Raises
+        ------
+        ConfigError
+            ``fraction`` outside ``(0, 1]``.
+        """
+        if not 0 < fraction <= 1:
+            raise ConfigError(f"a share of the time limit lies in (0, 1], got {fraction!r}")
+        if self._end is None:
+            return self
+        view = copy.copy(self)  # shallow: the list of cuts is the same object
+        view._end = self._start + fraction * self.seconds
+        view._passed = self._passed and view._end <= self._end  # a share that ends later may not be up yet
+        return view
 
     def expired(self) -> bool:
         """Whether the time is up. Once it is, it stays up (later stages see what earlier ones saw)."""

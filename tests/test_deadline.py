@@ -60,3 +60,17 @@ def test_impossible_limits_are_refused(bad):
 
 def test_the_default_is_a_few_minutes():
     assert 60 <= DEFAULT_TIME_LIMIT <= 900
+
+
+def test_a_share_ends_earlier_with_the_same_start_and_record():
+    clock = Clock()
+    d = Deadline(10, clock=clock)
+    half = d.share(0.5)
+    clock.now = 5.0
+    assert half.expired() and not d.expired() and d.share(0.9).remaining() == pytest.approx(4.0)
+    half.cut("training: 6 of 20 steps")
+    assert d.cuts == ("training: 6 of 20 steps",)  # one record for the whole run
+    assert not half.share(1.0).expired()  # a later share of the same limit is not up yet
+    assert Deadline(None).share(0.5).share(0.1).remaining() == math.inf
+    with pytest.raises(ConfigError, match="share"):
+        d.share(0)

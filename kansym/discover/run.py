@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from kansym.deadline import Deadline, time_is_up
+from kansym.discover.budget import stage_deadline
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import discovery_to_table, interrupted_to_table, working_scales
 from kansym.discover.result import Discovery, Formula, RunInterrupted, split_holdout
@@ -244,7 +245,8 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
     direct = None
     if wants_direct_search(config, x.shape[1], y.shape[1]):
         direct = direct_search(rows.x, rows.y[:, 0], input_symbols(input_names),
-                               complexity_weight=config.complexity_weight, deadline=deadline)
+                               complexity_weight=config.complexity_weight,
+                               deadline=stage_deadline(deadline, "direct search"))
     direct_seconds = time.perf_counter() - t0
     runs = []
     # A resumed run continues the stage it was interrupted in; the stages before it are
@@ -258,7 +260,7 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
         f = short.formulas[0]
         if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= floor):
             return replace(short, seconds={**short.seconds, "direct": direct_seconds}), rows
-        if time_is_up(deadline):
+        if time_is_up(stage_deadline(deadline, "training")):  # it could not train
             deadline.cut("the hidden-layer KAN after the additive shortcut: skipped")
             return replace(short, seconds={**short.seconds, "direct": direct_seconds}), rows
         log.info("the additive KAN's formula has held-out R² %.6g < %.6g; training the hidden layer too",
@@ -329,14 +331,15 @@ def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names,
               stage: str, deadline: Deadline | None = None) -> Discovery:
     """One train -> prune -> fine-tune -> symbolify run on prepared rows.
 
-    Under an expired ``deadline`` the run still does the least that gives a formula to
-    verify: one training step, the pruning, per-edge linear fits and the verification.
+    Each stage gets its share of ``deadline`` (:func:`kansym.discover.budget.stage_deadline`);
+    once they are all up the run still does the least that gives a formula to verify: one
+    training step, the pruning, per-edge linear fits and the verification.
     """
     seconds = {}
     t0 = time.perf_counter()
     label = "additive shortcut: no hidden layer" if stage == "shortcut" else ""
     trained = _train(rows.x_train, rows.y_train, input_names, output_names, config, outer, progress, resume, stage,
-                     label, deadline)
+                     label, stage_deadline(deadline, "training"))
     seconds["train"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -345,7 +348,7 @@ def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names,
     pruned = finetune_stage(
         pruned, rows.x_train, rows.y_train, train=config.finetune.replace(seed=config.seed, device=config.device),
         grid_size=_finetune_grid(config, rows.x_train.shape[0]), dtype=config.dtype, progress=progress,
-        deadline=deadline,
+        deadline=stage_deadline(deadline, "fine-tuning"),
     )
     seconds["prune"] = time.perf_counter() - t0
 

@@ -122,3 +122,28 @@ def test_impossible_time_limits_are_refused_by_the_config(bad):
 
     with pytest.raises(ConfigError, match="time_limit"):
         DiscoverConfig(time_limit=bad)
+
+
+class TickClock:
+    """A fake clock that advances one second at every read."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        self.now += 1.0
+        return self.now
+
+
+def test_a_long_training_leaves_time_to_the_stages_after_it():
+    """Each stage stops by its share of the limit: training by half of it, so the per-edge fits
+    (three quarters) still search the library for some edges."""
+    x, y, names = _product_law()
+    result = discover(x, y, names, ["y"], DiscoverConfig(shortcut=False), progress=False,
+                      deadline=Deadline(24, clock=TickClock()))
+    stages = {c.split(":")[0]: c for c in result.cut_short}
+    steps = int(stages["training"].split(": ")[1].split(" of ")[0])
+    assert 5 <= steps < 20  # about half of 24 one-second steps
+    hurried, total = (int(v) for v in stages["per-edge fits"].split(": ")[1].split(" edges")[0].split(" of "))
+    assert hurried < total  # some edges had the whole library
+    assert result.formulas[0].expr != 0
