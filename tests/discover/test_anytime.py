@@ -77,11 +77,11 @@ def test_a_hidden_layer_run_cut_at_once_still_answers_with_a_closed_form():
     result = discover(x, y, names, ["y"], DiscoverConfig(shortcut=False), progress=False,
                       deadline=Deadline(10, clock=StepClock(2)))
     f = result.formulas[0]
+    n = len(result.symbolic.edges)
     assert result.cut_short == ("training: 1 of 20 steps", "fine-tuning: skipped",
-                                f"per-edge fits: {len(result.symbolic.edges)} of {len(result.symbolic.edges)} "
-                                "edges fitted with the linear primitive only",
+                                f"per-edge fits: {n} of {n} edges fitted quickly (on 2000 samples)",
                                 "Occam step: skipped", "refinement: skipped")
-    assert f.expr != 0 and not f.numeric_edges  # a formula, not the model: verified or flagged, never faked
+    assert f.expr != 0 and f.r2_test > 0.5  # a formula of the model so far: verified or flagged, never faked
     assert len(result.trained.meta["history"]["step"]) == 1
 
 
@@ -145,5 +145,5 @@ def test_a_long_training_leaves_time_to_the_stages_after_it():
     steps = int(stages["training"].split(": ")[1].split(" of ")[0])
     assert 5 <= steps < 20  # about half of 24 one-second steps
     hurried, total = (int(v) for v in stages["per-edge fits"].split(": ")[1].split(" edges")[0].split(" of "))
-    assert hurried < total  # some edges had the whole library
+    assert hurried < total  # some edges had the full search
     assert result.formulas[0].expr != 0

@@ -53,16 +53,31 @@ def _two_edge_model():
     return model, x, transform
 
 
-def test_per_edge_fits_after_the_deadline_are_linear_and_said_so():
+def test_per_edge_fits_after_the_deadline_are_quick_and_said_so():
     model, x, transform = _two_edge_model()
     plain, plain_cands = symbolify(model, x, transform, ["x1", "x2"], ["y"])
     timed, timed_cands = symbolify(model, x, transform, ["x1", "x2"], ["y"], deadline=never())
     assert timed.edges == plain.edges and timed_cands == plain_cands
+    lean, lean_cands = symbolify(model, x, transform, ["x1", "x2"], ["y"], exhaustive=False)
     d = expiring(3)  # read 2: before the first edge; read 3: before the second
     cut, cands = symbolify(model, x, transform, ["x1", "x2"], ["y"], deadline=d)
-    assert cut.edges[(0, 0, 0)] == plain.edges[(0, 0, 0)] and cut.edges[(0, 0, 0)].primitive == "sin"
-    assert cut.edges[(0, 1, 0)].primitive == "x" and [c.primitive for c in cands[(0, 1, 0)]] == ["x"]
-    assert d.cuts == ("per-edge fits: 1 of 2 edges fitted with the linear primitive only",)
+    assert cut.edges[(0, 0, 0)] == plain.edges[(0, 0, 0)] and cands[(0, 0, 0)] == plain_cands[(0, 0, 0)]
+    # the second edge: the first good primitive, without the alternatives (its 600 samples < QUICK_ROWS)
+    assert cut.edges[(0, 1, 0)] == lean.edges[(0, 1, 0)] and cut.edges[(0, 1, 0)].primitive == "x^2"
+    assert cands[(0, 1, 0)] == lean_cands[(0, 1, 0)] and len(cands[(0, 1, 0)]) < len(plain_cands[(0, 1, 0)])
+    assert d.cuts == ("per-edge fits: 1 of 2 edges fitted quickly (on 2000 samples)",)
+
+
+def test_quick_per_edge_fits_use_evenly_spaced_samples(monkeypatch):
+    import kansym.symbolic.compose as compose
+
+    model, x, transform = _two_edge_model()
+    seen = []
+    real = compose.select_edge_fit
+    monkeypatch.setattr(compose, "select_edge_fit", lambda xv, yv, *a, **k: seen.append(len(xv)) or real(xv, yv, *a, **k))
+    monkeypatch.setattr(compose, "QUICK_ROWS", 100)
+    symbolify(model, x, transform, ["x1", "x2"], ["y"], deadline=expiring(2))
+    assert seen == [100, 100]
 
 
 def _wiggly_linear_law():
