@@ -12,9 +12,18 @@ from typing import Any, TypeVar
 
 from kansym.errors import ConfigError
 
-__all__ = ["PlainConfig"]
+__all__ = ["PlainConfig", "check_seed", "MAX_SEED", "MAX_STEPS"]
 
 C = TypeVar("C", bound="PlainConfig")
+
+MAX_SEED = 2**63 - 1  # numpy's SeedSequence takes no negative seed, torch.manual_seed none above 2**64 - 1
+MAX_STEPS = 10**9  # optimiser steps of one run: more would not end in a lifetime, and overflow the progress bar
+
+
+def check_seed(seed: Any, name: str = "seed") -> None:
+    """Raise ConfigError unless ``seed`` is an integer in ``[0, MAX_SEED]``."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"{name} must be an integer from 0 to 2**63 - 1, got {seed!r}")
 
 
 class PlainConfig:

@@ -10,6 +10,7 @@ from typing import Callable
 
 import click
 
+from kansym.config import MAX_SEED
 from kansym.errors import ConfigError, KansymError
 
 MARKER = ".kansym-output"
@@ -43,7 +44,7 @@ def common_options(fn: Callable) -> Callable:
     """``--seed``, ``--device``, ``--quiet`` on a command."""
     fn = click.option("--quiet", "-q", is_flag=True, help="Print only results; no progress bars or notices.")(fn)
     fn = click.option("--device", default="cpu", show_default=True, help="Torch device: cpu, cuda, cuda:0, ... (checked before any work).")(fn)
-    fn = click.option("--seed", default=0, show_default=True, type=int, help="Seed of every random choice the command makes.")(fn)
+    fn = click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of every random choice the command makes.")(fn)
     return fn
 
 

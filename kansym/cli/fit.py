@@ -11,6 +11,7 @@ from kansym.cli.lock import dir_lock_path, output_lock
 from kansym.cli.options import (
     NON_NEGATIVE, data_options, discover_config, model_options, resolve_data, symbolic_options,
 )
+from kansym.config import MAX_STEPS
 from kansym.cli.run import (
     check_same_columns, ctrl_c_note, load_resume, prepare_training, remove_finished_checkpoint, resume_command,
     save_interrupted, stop_on_sigterm,
@@ -29,7 +30,7 @@ FORMULA_OUTPUTS = ["formula.json", "formula.tex"]
 @click.option("--out-dir", "-o", default="kansym-out", show_default=True, type=click.Path(), help="Directory for model.pt, pruned.pt, formula.json, formula.tex, graph.json.")
 @click.option("--force", is_flag=True, help="Overwrite existing output files not written by kansym.")
 @click.option("--plots", default=None, type=click.Path(file_okay=False), help="Also write diagram.png, report.png and curves.png of the run in this directory.")
-@click.option("--finetune-steps", default=None, type=click.IntRange(min=1), help="LBFGS steps of the fine-tuning after pruning.  [default: 20]")
+@click.option("--finetune-steps", default=None, type=click.IntRange(1, MAX_STEPS), help="LBFGS steps of the fine-tuning after pruning.  [default: 20]")
 @click.option("--backend", type=click.Choice(["kan", "pysr"]), default="kan", show_default=True, help="kan: KAN pipeline; pysr: whole-formula search with PySR (pip install 'kansym[pysr]'; needs Julia), writes formula.json/.tex only.")
 @click.option("--time-limit", default=DEFAULT_TIME_LIMIT, show_default=True, type=NON_NEGATIVE, metavar="SECONDS", help="Seconds the run may take (0: no limit), counted from the start of the command. When they run out, the stages stop early and the best verified formula found so far is printed, with a NOTE line naming what was cut short (also in formula.json). A limit that does not bind changes nothing.")
 @click.option("--units", default=None, help="Units of every input and the target: a CSV (column,unit) or JSON ({\"column\": \"unit\"}) file, or inline \"v=m/s,c=m/s,E=kg*m^2/s^2\"; the law is first reduced to dimensionless groups (AI Feynman's dimensional analysis). Each unit name is a base dimension: write N as kg*m/s^2.")
@@ -61,6 +62,10 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
     out = Path(out_dir)
     protect = [path]
     prepare_out_dir(out, MODEL_OUTPUTS + FORMULA_OUTPUTS, force=force, protect=protect, create=False)
+    if plots is not None:
+        from kansym.cli.plot import check_run_plots
+
+        check_run_plots(Path(plots), force=force, protect=protect)
     with output_lock(dir_lock_path(out), out, "-o"):  # one run at a time in OUT_DIR, from here to its last write
         if units is not None and (backend != "kan" or resume is not None):
             raise ConfigError("--units works with the kan backend only" if backend != "kan" else
@@ -77,7 +82,7 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
                     result, units_extra = _discover_with_units(table, units, config, quiet, deadline)
                     extra.update(units_extra)
                 else:
-                    _announce(table, quiet)
+                    _announce(table, config, quiet)
                     from kansym.discover.run import discover
 
                     result = discover(table.x, table.y, table.input_names, table.target_names, config,
@@ -114,13 +119,12 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
                 write_run_plots(result, Path(plots), quiet=quiet)
 
 
-def _announce(table, quiet: bool) -> None:
-    """Check the row count, pay torch's first-optimiser import, and say what Ctrl-C does (before training)."""
-    from kansym.discover.result import MIN_ROWS
-    from kansym.errors import DataError
+def _announce(table, config, quiet: bool) -> None:
+    """Refuse what the run would refuse later (rows, memory), pay torch's first-optimiser import,
+    and say what Ctrl-C does (before training)."""
+    from kansym.discover.run import check_run
 
-    if table.n_rows < MIN_ROWS:
-        raise DataError(f"kansym needs at least {MIN_ROWS} rows to train and validate a KAN, got {table.n_rows}")
+    check_run(table.n_rows, table.d_in, table.d_out, config)
     prepare_training()
     if not quiet:
         click.echo(f"discovering {', '.join(table.target_names)} from {', '.join(table.input_names)} on "
@@ -139,7 +143,12 @@ def _discover_with_units(table, units, config, quiet: bool, deadline):
     columns = [*table.input_names, *table.target_names]
     read_units(units, columns)  # one-line error naming a missing column or an unreadable unit
     table_units = {c: read_units_table(units)[c] for c in columns}
-    _announce(table, True)  # only the row check: what is trained depends on the groups
+    from kansym.discover.result import MIN_ROWS
+    from kansym.errors import DataError
+
+    if table.n_rows < MIN_ROWS:  # what is trained depends on the groups: only the row check here
+        raise DataError(f"kansym needs at least {MIN_ROWS} rows to train and validate a KAN, got {table.n_rows}")
+    prepare_training()
     if not quiet:
         click.echo(f"reducing {table.target_names[0]}({', '.join(table.input_names)}) to dimensionless groups, "
                    f"then discovering on {table.n_rows} rows (Ctrl-C stops, nothing is written)", err=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from kansym.cli.common import CLIError, check_output_file, common_options, prepare_out_dir, run_safely, setup_logging
+from kansym.config import MAX_STEPS
 # the names of kansym.nn.bases.BASES, spelled out so `kansym --help` does not import torch
 BASES = ("bspline", "chebyshev", "fourier", "rbf", "poly")
 
@@ -50,7 +51,7 @@ def gpt_group() -> None:
 @click.option("--block-size", default=64, show_default=True, type=click.IntRange(min=1), help="Context length in characters.")
 @click.option("--dropout", default=0.0, show_default=True)
 @click.option("--batch-size", default=12, show_default=True, type=click.IntRange(min=1))
-@click.option("--max-iters", default=2000, show_default=True, type=click.IntRange(min=1))
+@click.option("--max-iters", default=2000, show_default=True, type=click.IntRange(1, MAX_STEPS))
 @click.option("--lr", default=1e-3, show_default=True, help="Peak learning rate (AdamW).")
 @click.option("--min-lr", default=None, type=float, help="Final learning rate [default: lr/10].")
 @click.option("--warmup-iters", default=100, show_default=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from kansym.cli.common import CLIError
+from kansym.config import MAX_STEPS
 from kansym.errors import ConfigError
 
 __all__ = ["EXAMPLES", "NON_NEGATIVE", "data_options", "model_options", "symbolic_options", "resolve_data", "split_names",
@@ -128,7 +129,7 @@ def model_options(fn):
     fn = click.option("--resume", default=None, type=click.Path(dir_okay=False), help="Continue the run interrupted (Ctrl-C or SIGTERM) into this checkpoint; give the same data.")(fn)
     fn = click.option("--space", type=click.Choice(["auto", "linear", "log"]), default="auto", show_default=True, help="Learn in log space (positive multiplicative laws) or linear space.")(fn)
     fn = click.option("--lamb", default=None, type=NON_NEGATIVE, help="Sparsification strength lamb of the L1 + entropy penalty.  [default: 0.2]")(fn)
-    fn = click.option("--steps", default=None, type=click.IntRange(min=1), help="LBFGS steps of the sparsifying training.  [default: 20]")(fn)
+    fn = click.option("--steps", default=None, type=click.IntRange(1, MAX_STEPS), help="LBFGS steps of the sparsifying training.  [default: 20]")(fn)
     fn = click.option("--grid-size", default=5, show_default=True, type=click.IntRange(min=1), help="B-spline grid intervals G.")(fn)
     fn = click.option("--hidden", default="5", show_default=True, help="Hidden layer widths, e.g. 5 or 5,3.")(fn)
     return fn

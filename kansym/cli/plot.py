@@ -171,8 +171,30 @@ def plot_command(checkpoint, kind, output, edge, show_pruned, beta, theta, fits,
     click.echo(f"wrote {out}: {summary}")
 
 
+RUN_PLOTS = ("diagram.png", "report.png", "curves.png")
+
+
+def check_run_plots(out_dir: Path, *, force: bool, protect: list[Path]) -> None:
+    """Before a fit: refuse ``--plots DIR`` when a plot would replace a file kansym did not write.
+
+    Raises
+    ------
+    ConfigError
+        ``DIR`` is a file, or holds ``diagram.png``/``report.png``/``curves.png`` that are
+        not images kansym wrote (``--force`` overrides).
+    """
+    from kansym.plot._mpl import written_by_kansym
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CLIError(f"--plots {out_dir} is not a directory; choose another")
+    for name in RUN_PLOTS:
+        path = out_dir / name
+        check_output_file(path, force=force or written_by_kansym(path), protect=protect)
+
+
 def write_run_plots(result, out_dir: Path, *, quiet: bool = False) -> list[Path]:
-    """``kansym fit --plots DIR``: diagram, report and curves of a :class:`~kansym.discover.result.Discovery`."""
+    """``kansym fit --plots DIR``: diagram, report and curves of a :class:`~kansym.discover.result.Discovery`
+    (after :func:`check_run_plots`)."""
     from kansym import plot as P
 
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -33,9 +33,7 @@ def train_command(ctx, data, target, inputs, example, dropna, hidden, grid_size,
     so far to OUTPUT's name with .interrupted.pt; --resume continues it to the same model.
     If the loss turns NaN/inf, the run stops and nothing is written.
     """
-    from kansym.discover.result import MIN_ROWS
-    from kansym.discover.run import train
-    from kansym.errors import DataError
+    from kansym.discover.run import check_run, train
     from kansym.io.tabular import read_table
 
     setup_logging(quiet)
@@ -50,8 +48,7 @@ def train_command(ctx, data, target, inputs, example, dropna, hidden, grid_size,
         point, config = load_resume(resume, config, ctx)
         table = read_table(path, target, input_names, dropna=dropna)  # notices go to the log (stderr)
         check_same_columns(table, point, resume)
-        if table.n_rows < MIN_ROWS:
-            raise DataError(f"kansym needs at least {MIN_ROWS} rows to train and validate a KAN, got {table.n_rows}")
+        check_run(table.n_rows, table.d_in, table.d_out, config, holdout=False)
         prepare_training()
         if not quiet:
             click.echo(ctrl_c_note(), err=True)

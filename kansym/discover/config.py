@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kansym.config import PlainConfig
+from kansym.config import PlainConfig, check_seed
 from kansym.deadline import DEFAULT_TIME_LIMIT
 from kansym.discover.result import MIN_ROWS
 from kansym.errors import ConfigError
@@ -112,6 +112,7 @@ class DiscoverConfig(PlainConfig):
     dtype: str = "float64"
 
     def __post_init__(self) -> None:
+        check_seed(self.seed)
         if not (self.theta >= 0 and np.isfinite(self.theta)):
             raise ConfigError(f"theta must be a finite number >= 0, got {self.theta}")
         if self.space not in ("auto", "linear", "log"):

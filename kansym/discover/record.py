@@ -68,6 +68,7 @@ from kansym.io.atomic import atomic_write_text
 from kansym.symbolic.compose import input_symbols, lambdify_formula
 from kansym.symbolic.export import to_latex, to_python
 from kansym.symbolic.fit import EdgeFit
+from kansym.symbolic.parse import parse_formula
 from kansym.symbolic.names import identifier, identifiers, rename_symbols
 from kansym.symbolic.pareto import FrontEntry
 from kansym.symbolic.verify import Fidelity
@@ -233,19 +234,7 @@ class FormulaRecord:
         DataError
             The string does not parse, or uses names other than the inputs (``names``).
         """
-        symbols = self.symbols(names, positive=positive)
-        local = self._locals(symbols)
-        try:
-            expr = sympy.parse_expr(str(self.data["sympy"]), local_dict=local)
-        except (KeyError, SyntaxError, TypeError, ValueError, sympy.SympifyError) as exc:
-            raise DataError(f"cannot read the formula of {self.source} ({type(exc).__name__}); "
-                            "pass the formula.json that kansym wrote") from exc
-        columns = self.identifier_map
-        unknown = sorted(columns.get(s.name, s.name) for s in expr.free_symbols if s not in set(symbols))
-        if unknown:
-            raise DataError(f"the formula of {self.source} uses {unknown}, which are not among the inputs "
-                            f"{[s.name for s in symbols]}; pass the model's own formula.json")
-        return expr
+        return self._parse(self.data["sympy"], self.symbols(names, positive=positive))
 
     def formula(self, names: Sequence[str] | None = None) -> Formula:
         """The record as a :class:`~kansym.discover.result.Formula` (without the Occam step's candidates).
@@ -271,11 +260,13 @@ class FormulaRecord:
                        reason=str(d.get("reason", "")))
 
     def _parse(self, text: str, symbols: Sequence[sympy.Symbol]) -> sympy.Expr:
+        """A formula string of the record on ``symbols``, parsed without evaluating it
+        (:func:`kansym.symbolic.parse.parse_formula`: arithmetic on the inputs only)."""
         try:
-            return sympy.parse_expr(str(text), local_dict=self._locals(symbols))
-        except (SyntaxError, TypeError, ValueError, sympy.SympifyError) as exc:
-            raise DataError(f"cannot read a formula of {self.source} ({type(exc).__name__}); "
-                            "pass the formula.json that kansym wrote") from exc
+            return parse_formula(text, self._locals(symbols))
+        except DataError as exc:
+            raise DataError(f"cannot read a formula of {self.source}: {exc}; pass the formula.json that kansym wrote "
+                            f"for these inputs ({', '.join(s.name for s in symbols)})") from None
 
     def predict(self, x: np.ndarray, names: Sequence[str] | None = None) -> np.ndarray:
         """The formula on CSV inputs ``x (N, d)`` (columns in the order of ``names``/:attr:`inputs`) -> ``(N,)``.

@@ -27,7 +27,7 @@ from kansym.deadline import Deadline, time_is_up
 from kansym.discover.budget import stage_deadline
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import discovery_to_table, interrupted_to_table, working_scales
-from kansym.discover.result import Discovery, Formula, RunInterrupted, split_holdout
+from kansym.discover.result import MIN_ROWS, Discovery, Formula, RunInterrupted, split_holdout
 from kansym.discover.resume import ResumePoint, resume_record
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage
 from kansym.discover.structure import additive_r2, choose_space, interaction_r2
@@ -37,9 +37,11 @@ from kansym.io.bundle import ModelBundle
 from kansym.prune.scores import edge_scores
 from kansym.symbolic.compose import input_symbols
 from kansym.symbolic.direct import DirectCandidate, direct_search
+from kansym.errors import DataError
 from kansym.symbolic.pareto import expression_complexity
+from kansym.train.memory import check_training_memory
 
-__all__ = ["discover", "train", "Rows"]
+__all__ = ["discover", "train", "check_run", "Rows"]
 
 log = logging.getLogger("kansym")
 
@@ -83,6 +85,32 @@ class Rows:
                                                                           replace=False))
             x_train, y_train = x[sub], y[sub]
         return cls(x, y, x_test, y_test, x_train, y_train)
+
+
+def check_run(n_rows: int, d_in: int, d_out: int, config: DiscoverConfig, *, holdout: bool = True) -> None:
+    """Refuse at once what a run would refuse later: too few rows, or a training that would
+    not fit in memory (:func:`kansym.train.memory.check_training_memory`).
+
+    Parameters
+    ----------
+    n_rows, d_in, d_out : int
+        The table's shape.
+    holdout : bool
+        Whether rows are held out as :func:`discover` does (False for :func:`train`).
+
+    Raises
+    ------
+    DataError, ConfigError
+    """
+    if n_rows < MIN_ROWS:
+        raise DataError(f"kansym needs at least {MIN_ROWS} rows to train and validate a KAN, got {n_rows}")
+    test = split_holdout(n_rows, config.holdout, config.seed)[1] if holdout else None
+    n_fit = n_rows - (0 if test is None else len(test))
+    n_train = n_fit if config.max_train_rows is None else min(n_fit, config.max_train_rows)
+    check_training_memory((d_in, *config.hidden, d_out), config.grid_size, config.spline_order, n_train)
+    grid = _finetune_grid(config, n_train)
+    if grid:
+        check_training_memory((d_in, *config.hidden, d_out), grid, config.spline_order, n_train)
 
 
 def train(

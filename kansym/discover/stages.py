@@ -29,6 +29,7 @@ from kansym.prune.prune import PruneResult, prune
 from kansym.symbolic.verify import r2_score
 from kansym.train.config import TrainConfig
 from kansym.train.fit import finetune, fit
+from kansym.train.memory import check_training_memory
 from kansym.train.state import FitInterrupted
 
 __all__ = ["train_stage", "prune_stage", "finetune_stage", "torch_dtype"]
@@ -88,6 +89,8 @@ def train_stage(
     ------
     DataError
         Fewer than :data:`~kansym.discover.result.MIN_ROWS` rows, or a constant column.
+    ConfigError
+        The training would not fit in memory (:func:`kansym.train.memory.check_training_memory`).
     RunInterrupted
         On Ctrl-C: ``bundle`` is the model at the last completed step (no resume record
         yet: :func:`kansym.discover.run.train` and :func:`~kansym.discover.run.discover`
@@ -105,6 +108,7 @@ def train_stage(
         bundle = resume.bundle
         space, transform, model = bundle.meta.get("space", space), bundle.transform, bundle.model.to(torch_type)
     else:
+        check_training_memory((x.shape[1], *hidden, y.shape[1]), grid_size, spline_order, x.shape[0])
         space = choose_space(x, y, space)
         transform = DataTransform.fit(x, y, log_space=space == "log")
         kcfg = KANConfig(width=(x.shape[1], *hidden, y.shape[1]), grid_size=grid_size, spline_order=spline_order,
@@ -178,6 +182,8 @@ def finetune_stage(
         deadline.cut("fine-tuning: skipped")
         return bundle
     torch_type = torch_dtype(dtype)
+    cfg = bundle.model.config
+    check_training_memory(bundle.model.width, grid_size or cfg.grid_size, cfg.spline_order, x.shape[0])
     u = torch.as_tensor(bundle.transform.inputs(x), dtype=torch_type)
     v = torch.as_tensor(bundle.transform.targets(y), dtype=torch_type)
     ft = finetune(bundle.model, u, v, grid_size=grid_size, config=train, progress=progress, deadline=deadline)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kansym.config import PlainConfig
+from kansym.config import PlainConfig, check_seed
 from kansym.errors import ConfigError
 
 __all__ = ["KANConfig", "BASE_FUNCTIONS"]
@@ -59,6 +59,7 @@ class KANConfig(PlainConfig):
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_seed(self.seed)
         object.__setattr__(self, "width", tuple(int(w) for w in self.width))
         object.__setattr__(self, "grid_range", tuple(float(v) for v in self.grid_range))
         if len(self.width) < 2:

@@ -1,21 +1,19 @@
 """Polish a composed formula on data: refit its constants, snap them, simplify.
 
-DESIGN.md §3 "Refinement": every float constant of the formula is refitted by
-nonlinear least squares on the data (:func:`scipy.optimize.least_squares`),
-then each is snapped to a nearby simple value (integer, ``p/q`` with small
-``q``, multiple of ``pi``, of ``sqrt(2)`` or ``sqrt(3)``) when the data error
-does not grow, the remaining constants being refitted after every accepted
-snap; the result is simplified by rewrites chosen by its size alone (never by
-the clock) and its remaining constants get a final refit. This is the constant-optimisation step common to symbolic
-regression systems (e.g. Cranmer 2023, "PySR", arXiv:2305.01582, §3).
+DESIGN.md §3 "Refinement": every float constant of the formula is refitted by nonlinear least
+squares on the data (:func:`scipy.optimize.least_squares`), then each is snapped to a nearby simple
+value (integer, ``p/q`` with small ``q``, multiple of ``pi``, of ``sqrt(2)`` or ``sqrt(3)``) when the
+data error does not grow, the remaining constants being refitted after every accepted snap; the
+result is simplified by rewrites chosen by its size alone (never by the clock) and its remaining
+constants get a final refit. This is the constant-optimisation step common to symbolic regression
+systems (e.g. Cranmer 2023, "PySR", arXiv:2305.01582, §3).
 
-Internally the float constants become parameters of one lambdified numpy
-function, so trying a snap costs one evaluation, not a new ``lambdify``. The fits use
-``least_squares(method="trf")``: with ``method="lm"`` (MINPACK, compiled) the same
-problem gave different last bits from call to call as the process's heap changed (3 to
-9 distinct results in 12 to 16 calls of an Occam trial's refit, with arrays allocated
-in between), which along a flat direction of the constants moved them by 1e-5 and
-could change which formula the Occam step kept; trf (numpy) gave one result.
+Internally the float constants become parameters of one lambdified numpy function, so trying a snap
+costs one evaluation, not a new ``lambdify``. The fits use ``least_squares(method="trf")``: with
+``method="lm"`` (MINPACK, compiled) the same problem gave different last bits from call to call as
+the process's heap changed (3 to 9 distinct results in 12 to 16 calls of an Occam trial's refit,
+with arrays allocated in between), which along a flat direction of the constants moved them by 1e-5
+and could change which formula the Occam step kept; trf (numpy) gave one result.
 """
 
 from __future__ import annotations
@@ -92,15 +90,21 @@ class _Problem:
             v[free] = theta
             return self.residual(v)
 
-        try:  # "trf", not MINPACK's "lm": lm's last bits depend on the process's heap (module docstring)
-            sol = least_squares(resid, values[free], method="trf", x_scale="jac",
-                                max_nfev=max_nfev or 200 * (free.sum() + 1))
+        if not np.all(np.isfinite(values[free])):
+            return values
+        # "trf", not MINPACK's "lm": lm's last bits depend on the process's heap (module docstring); a
+        # step where the formula overflows makes scipy's arithmetic warn: the result is checked below
+        try:
+            with np.errstate(all="ignore"):
+                sol = least_squares(resid, values[free], method="trf", x_scale="jac",
+                                    max_nfev=max_nfev or 200 * (free.sum() + 1))
         except (ValueError, FloatingPointError) as exc:  # e.g. a Jacobian full of NaN
             logger.debug("constant refit failed: %s", exc)
             return values
         out = values.copy()
         out[free] = sol.x
-        return out if self.error(out) <= self.error(values) else values
+        ok = np.all(np.isfinite(out)) and self.error(out) <= self.error(values)
+        return out if ok else values
 
     def standard_errors(self, values: np.ndarray, free: np.ndarray, *, rel_step: float = 1e-6) -> np.ndarray:
         """Standard errors of the parameters, ``sqrt(diag(s^2 (J^T J)^+))``; 0 where fixed."""
@@ -164,11 +168,9 @@ def refit_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     X : array_like, shape (N, d)
     y : array_like, shape (N,)
     loss_space : {"linear", "log"}
-        Residual ``f - y`` or ``log f - log y`` (the latter needs ``y > 0``;
-        for targets spanning decades, like Kepler periods).
+        Residual ``f - y`` or ``log f - log y`` (needs ``y > 0``; for targets spanning decades).
     max_nfev : int, optional
-        ``least_squares``' cap on evaluations (default ``200 * (k + 1)`` for ``k``
-        constants; the Jacobian's finite differences come on top).
+        ``least_squares``' cap on evaluations (default ``200 * (k + 1)`` for ``k`` constants).
 
     Returns
     -------

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kansym.config import PlainConfig
+from kansym.config import MAX_STEPS, PlainConfig, check_seed
 from kansym.errors import ConfigError
 
 __all__ = ["TrainConfig", "OPTIMIZERS"]
@@ -89,10 +89,11 @@ class TrainConfig(PlainConfig):
     num_threads: int | None = None
 
     def __post_init__(self) -> None:
+        check_seed(self.seed)
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.steps < 1:
-            raise ConfigError(f"steps must be at least 1, got {self.steps}")
+        if not 1 <= self.steps <= MAX_STEPS:
+            raise ConfigError(f"steps must lie in 1..{MAX_STEPS:,}, got {self.steps}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ConfigError(f"lr must be a finite positive number, got {self.lr}")
         if not (self.lamb >= 0 and math.isfinite(self.lamb)):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -140,7 +141,7 @@ def test_bad_records_are_one_sentence_errors(tmp_path, run):
         read_record(tmp_path / "missing.json")
     odd = tmp_path / "odd.json"
     odd.write_text(json.dumps({"format": FORMAT, "target": "y", "inputs": ["x1"], "sympy": "x1 + q"}))
-    with pytest.raises(DataError, match=r"uses \['q'\]"):
+    with pytest.raises(DataError, match=r"uses the name 'q', which is neither an input nor a constant"):
         read_record(odd).expr()
     wrong = json.loads((out / "formula.json").read_text())
     with pytest.raises(ConfigError, match="width"):
@@ -179,3 +180,36 @@ def test_records_with_and_without_a_symbols_map_read_on_the_column_names(tmp_pat
                         "bad.json")
     with pytest.raises(DataError, match="'symbols' entry that does not map identifiers to its inputs"):
         bad.expr()
+
+
+def test_a_record_cannot_run_code(run, tmp_path):
+    """Regression (fresh-user review): parse_expr evaluates its text, so a formula.json saying
+    ``x1 + 0*__import__('os').system(...)`` ran the command on predict/plot/from_record."""
+    _, out = run
+    marker = tmp_path / "PWNED"
+    evil = json.loads((out / "formula.json").read_text())
+    evil["sympy"] = f"x1 + 0*__import__('os').system('touch {marker}')"
+    bad = tmp_path / "formula.json"
+    bad.write_text(json.dumps(evil))
+    with pytest.raises(DataError, match="not only arithmetic"):
+        read_record(bad).expr()
+    for text in ["x1.__class__", "(lambda: 1)()", "[x1][0]", "x1 if x1 else x2", "'a'", "exec('1')", "x1 @ x2"]:
+        evil["sympy"] = text
+        bad.write_text(json.dumps(evil))
+        with pytest.raises(DataError):
+            read_record(bad).expr()
+    shutil.copy(out / "pruned.pt", tmp_path / "pruned.pt")
+    data = tmp_path / "rows.csv"
+    data.write_text("x1,x2\n0.5,0.25\n")
+    evil["sympy"] = f"x1 + 0*__import__('os').system('touch {marker}')"
+    bad.write_text(json.dumps(evil))
+    res = CliRunner().invoke(cli, ["predict", str(tmp_path / "pruned.pt"), str(data), "--formula", str(bad)])
+    assert res.exit_code == 2 and "not only arithmetic" in res.stderr, res.output
+    assert not marker.exists()
+    # what kansym writes still reads: opaque edges, pi, E, nested functions
+    from kansym.symbolic.parse import parse_formula
+
+    x = sympy.Symbol("x")
+    for expr in [sympy.Function("phi_1_0_0")(2 * x) + sympy.pi, sympy.exp(-x**2 / 2) / sympy.sqrt(2 * sympy.pi),
+                 sympy.Abs(sympy.asin(x / 3)) ** sympy.Rational(3, 2), sympy.E * x - 1.5e-300]:
+        assert parse_formula(str(expr), {"x": x}) == expr

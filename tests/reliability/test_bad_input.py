@@ -231,9 +231,13 @@ KAN_OPTIONS = [
     (["--hidden", "5,0"], "--hidden widths must be >= 1"), (["--hidden", ""], "--hidden"),
     (["--hidden", "0"], "--hidden"), (["--device", "foo"], "unknown device 'foo'"), (["--device", "cuda:7"], "cuda"),
     (["--device", "mps"], "mps"), (["--device", "meta"], "unsupported device"), (["--lamb", "-0.1"], "--lamb"),
-    (["--lamb", "nan"], "--lamb"), (["--steps", "0"], "'--steps': 0 is not in the range x>=1"), (["--finetune-steps", "0"], "--finetune-steps"),
+    (["--lamb", "nan"], "--lamb"), (["--steps", "0"], "'--steps': 0 is not in the range 1<=x<=1000000000"), (["--finetune-steps", "0"], "--finetune-steps"),
     (["--r2-threshold", "2"], "'--r2-threshold': 2.0 is not in the range 0<x<=1"), (["--lib", "sin,bogus"], "bogus"), (["--space", "cubic"], "cubic"),
     (["--grid-size", "x"], "--grid-size"),
+    # fresh-user findings: each was a traceback (numpy SeedSequence, torch.manual_seed, tqdm) or an allocation of 160 GB
+    (["--seed", "-1"], "'--seed': -1 is not in the range"), (["--seed", "99999999999999999999"], "'--seed'"),
+    (["--steps", "100000000000000000000"], "'--steps'"),
+    (["--grid-size", "100000"], "choose a smaller --hidden or --grid-size"),
 ]
 
 
@@ -277,7 +281,7 @@ GPT_TINY = ["--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--block-size",
     (["--n-embd", "15"], "divisible"), (["--block-size", "0"], "'--block-size': 0 is not in the range x>=1"), (["--n-layer", "0"], "'--n-layer': 0 is not in the range x>=1"),
     (["--n-head", "0"], "'--n-head': 0 is not in the range x>=1"), (["--lr", "-1"], "learning rates"), (["--dropout", "1"], "dropout"),
     (["--lamb", "-1"], "lamb"), (["--device", "foo"], "unknown device"), (["--device", "cuda:9"], "cuda"),
-    (["--max-iters", "0"], "'--max-iters': 0 is not in the range x>=1"), (["--batch-size", "0"], "'--batch-size': 0 is not in the range x>=1"),
+    (["--max-iters", "0"], "'--max-iters': 0 is not in the range 1<=x<=1000000000"), (["--batch-size", "0"], "'--batch-size': 0 is not in the range x>=1"),
     (["--ffn", "kan", "--grid-size", "0"], "'--grid-size': 0 is not in the range x>=1"), (["--ffn", "rnn"], "unknown FFN"),
     (["--ffn", "kan", "--kan-hidden", "-2"], "hidden width"), (["--basis", "wavelet"], "wavelet"),
 ])
@@ -352,3 +356,42 @@ def test_extreme_magnitudes_are_standardised_without_overflow(runner, tmp_path, 
     data.write_text("x,y\n" + "".join(f"{u / scale:.17g},{u:.17g}\n" for u in a[:, 0] * 3))
     result = runner.invoke(cli, ["train", str(data), "-t", "y", "-o", str(tmp_path / "m.pt"), *QUICK, "-q"])
     assert result.exit_code == 0 and result.stderr == "", result.output
+
+
+def test_plots_never_replace_a_file_kansym_did_not_write(runner, tmp_path, write_csv):
+    """Regression (fresh-user review): fit --plots DIR overwrote DIR/diagram.png without --force."""
+    data = write_csv(tmp_path / "d.csv")
+    plots = tmp_path / "pl"
+    plots.mkdir()
+    (plots / "diagram.png").write_text("precious")
+    res = runner.invoke(cli, ["fit", str(data), "-t", "y", "-o", str(tmp_path / "out"), "--steps", "2", "--hidden", "2",
+                              "--plots", str(plots), "-q"])
+    assert res.exit_code == 2 and "diagram.png already exists and was not written by kansym" in res.stderr
+    assert (plots / "diagram.png").read_text() == "precious" and not (tmp_path / "out").exists()
+
+
+def test_library_configs_refuse_bad_seeds_and_steps():
+    from kansym.discover.config import DiscoverConfig
+    from kansym.errors import ConfigError
+    from kansym.nn.config import KANConfig
+    from kansym.train.config import TrainConfig
+
+    for make in (lambda s: DiscoverConfig(seed=s), lambda s: TrainConfig(seed=s), lambda s: KANConfig((2, 1), seed=s)):
+        for bad in (-1, 2**63, 1.5, True):
+            with pytest.raises(ConfigError, match="seed must be an integer from 0 to 2\\*\\*63 - 1"):
+                make(bad)
+        make(2**63 - 1)
+    with pytest.raises(ConfigError, match="steps must lie in 1..1,000,000,000"):
+        TrainConfig(steps=10**9 + 1)
+
+
+def test_the_memory_estimate_refuses_what_would_not_fit():
+    from kansym.errors import ConfigError
+    from kansym.train.memory import check_training_memory, training_bytes
+
+    small = training_bytes((2, 5, 1), 5, 3, 3000)
+    assert 1e5 < small < 1e8  # the default hello KAN: megabytes
+    assert training_bytes((2, 10, 1), 5, 3, 3000) > small and training_bytes((2, 5, 1), 50, 3, 3000) > small
+    check_training_memory((2, 5, 1), 5, 3, 3000, available=2 * small + 1)
+    with pytest.raises(ConfigError, match=r"needs about .* GiB, more than half of this machine's"):
+        check_training_memory((2, 5, 1), 5, 3, 3000, available=2 * small - 1)

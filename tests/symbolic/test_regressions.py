@@ -139,3 +139,22 @@ def test_same_seed_gives_the_same_formula():
     b = discover(x, y, ["a", "b"], ["y"], cfg, progress=False).formulas[0]
     assert str(a.expr) == str(b.expr) and a.r2_test == b.r2_test
     assert [str(e.expr) for e in a.front] == [str(e.expr) for e in b.front]
+
+
+def test_refit_that_overflows_raises_no_raw_warning_and_keeps_a_finite_formula():
+    """Regression: inputs 1 + U(0, 1e-12) made least_squares' own arithmetic overflow
+    ("RuntimeWarning: overflow encountered in dot" on stderr); a refit into an overflowing
+    region is now silent and not taken."""
+    import warnings
+
+    from kansym.symbolic.refine import refit_constants
+
+    x = sympy.Symbol("x")
+    rng = np.random.default_rng(0)
+    X = (1 + rng.uniform(0, 1e-12, 100))[:, None]
+    y = rng.normal(size=100)
+    start = sympy.Float(1e300) * sympy.exp(sympy.Float(600.0) * x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = refit_constants(start, [x], X, y)
+    assert all(np.isfinite(float(f)) for f in out.atoms(sympy.Float))
