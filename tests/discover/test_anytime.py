@@ -79,7 +79,7 @@ def test_a_hidden_layer_run_cut_at_once_still_answers_with_a_closed_form():
     f = result.formulas[0]
     n = len(result.symbolic.edges)
     assert result.cut_short == ("training: 1 of 20 steps", "fine-tuning: skipped",
-                                f"per-edge fits: {n} of {n} edges fitted quickly (on 2000 samples)",
+                                f"per-edge fits: {n} of {n} edges fitted quickly (on at most 500 samples)",
                                 "Occam step: skipped", "refinement: skipped")
     assert f.expr != 0 and f.r2_test > 0.5  # a formula of the model so far: verified or flagged, never faked
     assert len(result.trained.meta["history"]["step"]) == 1
