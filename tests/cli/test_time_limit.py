@@ -44,7 +44,7 @@ def test_a_limit_that_does_not_bind_writes_the_same_formula_json(law_csv, tmp_pa
     limited = _fit(law_csv, tmp_path / "a", "--time-limit", "300")
     free = _fit(law_csv, tmp_path / "b", "--time-limit", "0")
     assert (tmp_path / "a" / "formula.json").read_bytes() == (tmp_path / "b" / "formula.json").read_bytes()
-    assert limited.stdout == free.stdout and "time limit" not in limited.stdout
+    assert limited.stdout == free.stdout and "time limit" not in limited.output  # stdout and the log (stderr)
 
 
 def test_a_limit_that_binds_is_named_in_the_output_and_in_formula_json(law_csv, tmp_path, monkeypatch):
