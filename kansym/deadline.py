@@ -32,7 +32,7 @@ log = logging.getLogger("kansym")
 
 # Seconds a discovery run may take by default (``kansym fit --time-limit``,
 # ``DiscoverConfig.time_limit``): many times the median equation's time
-# (docs/algorithms.md, "Time limit", has the measurements).
+# (docs/algorithms.md §7d has the measurements).
 DEFAULT_TIME_LIMIT = 300.0
 
 

@@ -79,8 +79,8 @@ class DiscoverConfig(PlainConfig):
         Once they are spent, each stage stops at its next check with what it has, the
         stages after it are skipped, and the answer is the best verified formula found
         so far; :attr:`Discovery.cut_short <kansym.discover.result.Discovery>` names what
-        was cut. The default, :data:`kansym.deadline.DEFAULT_TIME_LIMIT` = 300, is about 25 times the median
-        time of a Feynman equation on 2 cores (docs/algorithms.md, "Time limit"). The
+        was cut. The default, :data:`kansym.deadline.DEFAULT_TIME_LIMIT` = 300, is 23 to 54 times the
+        median time of a Feynman equation on 2 cores (docs/algorithms.md §7d). The
         other budgets count work, so a limit that does not bind changes nothing.
     seed : int
     device : str
