@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from kansym.deadline import DEFAULT_TIME_LIMIT
 from kansym.errors import ConfigError, DataError
 
 __all__ = ["KANRegressor"]
@@ -61,6 +62,12 @@ class KANRegressor:
     complexity_weight : float
         Weight ``w`` of the formula choice, ``log10(error) + w * complexity``
         (:class:`kansym.discover.config.DiscoverConfig`, ``kansym fit --complexity-weight``).
+    time_limit : float or None
+        Seconds :meth:`fit` may take (None: no limit; ``kansym fit --time-limit``). When
+        they run out, the stages stop early, the best verified formula found so far is
+        the answer, and a ``UserWarning`` names what was cut short
+        (``discovery_.cut_short``; also in :meth:`to_record`). A limit that does not bind
+        changes nothing.
 
     Attributes
     ----------
@@ -93,7 +100,8 @@ class KANRegressor:
                  theta: float = 1e-2, space: str = "auto", library: Sequence[str] | None = None,
                  r2_threshold: float = 0.999, min_edge_r2: float = 0.9, holdout: float = 0.2,
                  max_train_rows: int | None = 3000, seed: int = 0, device: str = "cpu",
-                 units: Any = None, complexity_weight: float = 0.05) -> None:
+                 units: Any = None, complexity_weight: float = 0.05,
+                 time_limit: float | None = DEFAULT_TIME_LIMIT) -> None:
         self.hidden = hidden
         self.grid_size = grid_size
         self.steps = steps
@@ -109,6 +117,7 @@ class KANRegressor:
         self.device = device
         self.units = units
         self.complexity_weight = complexity_weight
+        self.time_limit = time_limit
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -142,7 +151,7 @@ class KANRegressor:
             space=self.space, library=None if self.library is None else tuple(self.library),
             r2_threshold=self.r2_threshold, min_edge_r2=self.min_edge_r2, holdout=self.holdout,
             max_train_rows=self.max_train_rows, seed=self.seed, device=self.device,
-            complexity_weight=self.complexity_weight,
+            complexity_weight=self.complexity_weight, time_limit=self.time_limit,
         )
 
     def fit(self, X: Any, y: Any, *, feature_names: Sequence[str] | None = None,
@@ -175,7 +184,7 @@ class KANRegressor:
             instead of ``target = ...`` (no closed form was verified, the best one found,
             the partial formula labelled). :meth:`sympy` and :meth:`predict` stay those of
             the partial formula (it evaluates like the model); :attr:`closed_form_` is the
-            closed form.
+            closed form; and when ``time_limit`` cut the run short.
         """
         import pandas as pd
 
@@ -214,6 +223,10 @@ class KANRegressor:
         self.equations_ = _equations([e.to_dict() for e in self.formula_.front], self.formula_)
         if self.formula_.warning:
             warnings.warn(f"kansym: {self._warning_text()}", UserWarning, stacklevel=2)
+        from kansym.discover.budget import cut_short_line
+
+        if cut_short_line(result):
+            warnings.warn(f"kansym: {cut_short_line(result)}", UserWarning, stacklevel=2)
         return self
 
     def _warning_text(self) -> str:
@@ -302,7 +315,9 @@ class KANRegressor:
         d = getattr(self, "discovery_", None)
         if d is None:  # read with from_record: the record it came from
             return dict(self.record_.data)
-        return discovery_record(d)
+        from kansym.discover.budget import time_limit_entry
+
+        return discovery_record(d, time_limit_entry(d))
 
     def write_record(self, path: Any) -> Any:
         """Write :meth:`to_record` to ``path`` (atomically); returns the path."""

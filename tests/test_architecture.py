@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1] / "kansym"
 
 # Lowest first. A module may import from its own layer or a lower one, never a higher one.
 LAYERS = [
-    {"kansym.errors", "kansym.config", "kansym.version"},
+    {"kansym.errors", "kansym.config", "kansym.version", "kansym.deadline"},
     {"kansym.nn"},
     {"kansym.io", "kansym.train"},
     {"kansym.prune", "kansym.graph", "kansym.symbolic"},

@@ -71,8 +71,9 @@ def parse_hidden(value: str) -> tuple[int, ...]:
 def discover_config(*, hidden: str = "5", grid_size: int = 5, steps: int | None = None, lamb: float | None = None,
                     theta: float = 1e-2, space: str = "auto", lib: str | None = None, r2_threshold: float = 0.999,
                     seed: int = 0, device: str = "cpu", finetune_steps: int | None = None,
-                    complexity_weight: float | None = None):
-    """The :class:`~kansym.discover.config.DiscoverConfig` of the parsed options (None: the default).
+                    complexity_weight: float | None = None, time_limit: float | None = None):
+    """The :class:`~kansym.discover.config.DiscoverConfig` of the parsed options (None: the default;
+    for ``time_limit`` None is no limit, which ``kansym train`` runs under: it has no ``--time-limit``).
 
     Raises
     ------
@@ -88,6 +89,7 @@ def discover_config(*, hidden: str = "5", grid_size: int = 5, steps: int | None 
         hidden=parse_hidden(hidden), grid_size=grid_size, train=train, finetune=finetune, theta=theta, space=space,
         library=split_names(lib, LIB_FLAG, LIB_EXAMPLE), r2_threshold=r2_threshold, seed=seed, device=device,
         complexity_weight=defaults.complexity_weight if complexity_weight is None else complexity_weight,
+        time_limit=time_limit,
     )
 
 

@@ -21,6 +21,7 @@ import networkx as nx
 import numpy as np
 import sympy
 
+from kansym.deadline import Deadline
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import (
     ColumnScales, check_representable, formula_to_table, symbolic_to_table, working_scales,
@@ -79,6 +80,7 @@ def discover_with_units(
     config: DiscoverConfig | None = None,
     *,
     progress: bool | None = None,
+    deadline: Deadline | None = None,
 ) -> UnitsDiscovery:
     """Discover ``y(x)`` after a dimensional reduction (Buckingham pi, AI Feynman).
 
@@ -93,6 +95,9 @@ def discover_with_units(
         or parsed dicts.
     config : DiscoverConfig, optional
     progress : bool, optional
+    deadline : kansym.deadline.Deadline, optional
+        As :func:`~kansym.discover.run.discover` (default: ``config.time_limit`` from
+        now); the discovery on the groups runs under it.
 
     Returns
     -------
@@ -113,11 +118,13 @@ def discover_with_units(
     the table's units and the models trained on the groups in the groups' units.
     """
     config = config or DiscoverConfig()
+    deadline = Deadline(config.time_limit) if deadline is None else deadline
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64).reshape(x.shape[0], -1)
     scales = working_scales(x, y, list(input_names), [target], config.space)
     res = _discover_with_units(scales.x_to_working(x), scales.y_to_working(y), list(input_names), target, units,
-                               config, progress)
+                               config, progress, deadline)
+    res = replace(res, time_limit=deadline.seconds, cut_short=deadline.cuts)
     return _units_to_table(res, scales, x, y, config)
 
 
@@ -142,7 +149,7 @@ def _units_to_table(res: "UnitsDiscovery", scales: ColumnScales, x, y, config: D
 
 
 def _discover_with_units(x, y, names: list[str], target: str, units, config: DiscoverConfig,
-                         progress) -> "UnitsDiscovery":
+                         progress, deadline: Deadline) -> "UnitsDiscovery":
     """:func:`discover_with_units` on (working-unit) rows."""
     if y.shape[1] != 1:
         raise DataError(f"discovery with units takes one target, got {y.shape[1]}")
@@ -160,7 +167,7 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
     def plain(reason: str | None) -> UnitsDiscovery:
         if reason:
             log.warning("%s; discovering without a dimensional reduction", reason)
-        res = discover(x, y, names, [target], config, progress=progress)
+        res = discover(x, y, names, [target], config, progress=progress, deadline=deadline)
         return UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=None, units=text)
 
     if red is None:
@@ -196,7 +203,8 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
     t0 = time.perf_counter()
     # the KAN (and its checkpoints) predict y / monomial, not the target: name it so, since
     # `kansym symbolify` on those checkpoints prints "<name> = f(groups)"
-    res = discover(g, yp[:, None], list(red.group_names), [f"{target}_reduced"], config, progress=progress)
+    res = discover(g, yp[:, None], list(red.group_names), [f"{target}_reduced"], config, progress=progress,
+                   deadline=deadline)
     formulas = tuple(_map_back(f, res, red, x, yv, fit_idx, test_idx, symbols, target) for f in res.formulas)
     out = UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=red, units=text)
     meta = reduction_meta(red, target)  # the checkpoints predict from the table's columns (kansym predict)

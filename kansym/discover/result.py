@@ -168,6 +168,9 @@ class Discovery:
 
     ``seconds`` sums the stages over all runs; ``runs`` is 1, or 2 when the additive
     shortcut was tried before the hidden-layer KAN (:class:`DiscoverConfig` ``shortcut``).
+    ``time_limit`` is the run's limit in seconds (None: none) and ``cut_short`` what it cut
+    short or skipped (:attr:`kansym.deadline.Deadline.cuts`; empty when it did not bind,
+    and then the run is the same as without a limit).
     """
 
     trained: ModelBundle
@@ -178,6 +181,8 @@ class Discovery:
     graph: nx.DiGraph
     seconds: dict
     runs: int = 1
+    time_limit: float | None = None
+    cut_short: tuple[str, ...] = ()
 
 
 class RunInterrupted(KeyboardInterrupt):

@@ -14,12 +14,14 @@ Cheap least-squares fits that tell the pipeline how to set up the KAN:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from kansym.errors import DataError
 from kansym.symbolic.verify import nrmse, r2_score
 
-__all__ = ["choose_space", "additive_r2", "interaction_r2", "interaction_error"]
+__all__ = ["choose_space", "additive_r2", "interaction_r2", "interaction_error", "additivity"]
 
 
 def _legendre_features(x: np.ndarray, degree: int, pairs: int, span: np.ndarray | None = None) -> np.ndarray:
@@ -131,3 +133,34 @@ def choose_space(x: np.ndarray, y: np.ndarray, space: str = "auto", *, decades: 
     res_lin = 1.0 - additive_r2(x, y)
     res_log = 1.0 - additive_r2(np.log(x), np.log(y))
     return "log" if res_lin > 1e-3 and res_log <= 0.25 * res_lin else "linear"
+
+
+ADDITIVE_RESIDUAL = 1e-4  # 1 - R² of the additive model below which the law counts as additive
+SHORTCUT_R2 = 0.9999  # held-out R² at which the additive (hidden-layer-free) run is kept alone
+
+
+def additivity(x: np.ndarray, y: np.ndarray, config: Any) -> tuple[bool, float]:
+    """Whether the law is additive in the units the KAN will learn in, and the held-out
+    R² a formula of the additive KAN must reach to be kept alone.
+
+    One input is always additive. Otherwise the residual ``1 - R²`` of the additive
+    model must be at most ``ADDITIVE_RESIDUAL``, or at most twice that of the model with
+    pairwise interactions when the latter is below 1 % (noise makes both equal; a law
+    neither model follows is not called additive). The R² to reach is
+    ``1 - max(1 - SHORTCUT_R2, 3 * r)``, ``r`` the residual of the model with interactions
+    in CSV units (about the noise floor), and at least 0.999. ``config`` is the run's
+    :class:`~kansym.discover.config.DiscoverConfig` (its ``space``).
+    """
+    if y.shape[1] != 1:
+        return False, SHORTCUT_R2
+    space = choose_space(x, y, config.space)
+    g = np.log if space == "log" else (lambda a: a)
+    fit_r2 = interaction_r2 if x.shape[1] > 1 else additive_r2  # one input: the polynomial is the full model
+    res_full = max(1.0 - fit_r2(g(x), g(y)), 0.0)
+    # the formula's R² is measured in CSV units: so is the noise floor it is held to
+    noise = max(1.0 - fit_r2(x, y), 0.0)
+    floor = 1.0 - min(max(1.0 - SHORTCUT_R2, 3.0 * noise), 1e-3)
+    if x.shape[1] == 1:
+        return True, floor
+    res_add = 1.0 - additive_r2(g(x), g(y))
+    return res_add <= ADDITIVE_RESIDUAL or (res_add <= 2.0 * res_full and res_full <= 0.01), floor

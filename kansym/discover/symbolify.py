@@ -20,6 +20,8 @@ from typing import Sequence
 import numpy as np
 import sympy
 
+from kansym.deadline import Deadline, time_is_up
+from kansym.discover.budget import stage_deadline
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import check_representable, formula_to_table, symbolic_to_table, working_scales
 from kansym.discover.partial import settle_partial
@@ -64,6 +66,7 @@ def symbolify_stage(
     simplify: bool = True,
     direct: Sequence[DirectCandidate] | None = None,
     complexity_weight: float = 0.05,
+    deadline: Deadline | None = None,
 ) -> tuple[SymbolicKAN, tuple[Formula, ...]]:
     """Symbolify a bundled model, compose, refine and verify its formulas.
 
@@ -89,6 +92,13 @@ def symbolify_stage(
         competition.
     complexity_weight : float
         ``w`` of :func:`~kansym.symbolic.direct.selection_score`.
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit. The per-edge fits, the Occam step and the refinement each
+        stop early once their share of it is up (:func:`kansym.discover.budget.stage_deadline`;
+        see theirs), and a step whose share is up before it starts is skipped (the Occam
+        step: the per-edge choices stand; the refinement: the Occam step's last accepted
+        formula stands); each cut is recorded. The verification and the choice against
+        the direct search always run: the answer is the best verified formula found so far.
 
     Returns
     -------
@@ -103,13 +113,17 @@ def symbolify_stage(
     # an exact direct formula makes the KAN's Occam step and refit (minutes on some 2-input laws) moot
     exact_direct = bool(direct) and min(c.error for c in direct) <= EXACT_DIRECT_ERROR
     occam = len(bundle.output_names) == 1 and simplify and not exact_direct
+    fits_by, occam_by, refine_by = (stage_deadline(deadline, s) for s in ("per-edge fits", "Occam step", "refinement"))
     sym, candidates = symbolify(
         bundle.model, bundle.model_inputs(x).double(), bundle.transform, bundle.input_names, bundle.output_names,
         library=library, r2_threshold=r2_threshold, min_r2=min_edge_r2,
-        exhaustive=occam,  # the alternatives of every edge are refined only for the Occam step
+        exhaustive=occam and not time_is_up(occam_by),  # the alternatives are refined only for the Occam step
+        deadline=fits_by,
     )
-    if occam:
-        sym, tried = simplify_edges(sym, candidates, symbols, x, y[:, 0])
+    if occam and time_is_up(occam_by):
+        occam_by.cut("Occam step: skipped")
+    elif occam:
+        sym, tried = simplify_edges(sym, candidates, symbols, x, y[:, 0], deadline=occam_by)
     y_model = bundle.predict(x)
     y_model_test = bundle.predict(x_test)
     loss_space = "log" if bundle.transform.log_space else "linear"
@@ -118,8 +132,13 @@ def symbolify_stage(
         # the noise floor of the constants' snapping: the model's or a smooth fit's held-out error
         noise = noise_floor(y_test[:, k], y_model_test[:, k], loss_space,
                             smooth=(x, y[:, k], x_test, y_test[:, k]) if held_out else None)
-        # with an exact direct formula the KAN's composition is only shown, not refined
-        expr = raw if exact_direct else refine(raw, symbols, x, y[:, k], loss_space=loss_space, noise=noise)
+        if exact_direct:  # with an exact direct formula the KAN's composition is only shown, not refined
+            expr = raw
+        elif time_is_up(refine_by):  # the best so far: the Occam step's last accepted formula (constants refit)
+            refine_by.cut("refinement: skipped")
+            expr = next((c.expr for c in reversed(tried) if c.accepted), raw)
+        else:
+            expr = refine(raw, symbols, x, y[:, k], loss_space=loss_space, noise=noise, deadline=refine_by)
         fid = fidelity(lambdify_formula(expr, symbols), x, y[:, k], y_model[:, k]) if _finite(expr, symbols, x) else None
         # a composition undefined on some rows (an edge's fit left its domain) is scored as such
         raw_fid = fidelity(lambdify_formula(raw, symbols), x, y[:, k], y_model[:, k]) if _finite(raw, symbols, x) \

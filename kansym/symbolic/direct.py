@@ -38,6 +38,7 @@ from typing import Callable, Sequence
 import numpy as np
 import sympy
 
+from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic import _subsets as sub
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.pareto import expression_complexity
@@ -236,7 +237,8 @@ def _signed(symbols: Sequence[sympy.Symbol], x: np.ndarray) -> dict[sympy.Symbol
 
 def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol], *,
                   complexity_weight: float = 0.05, max_terms: int = 3, keep: int = 4,
-                  refine_top: int = 4, noise: float | None = None) -> list[DirectCandidate]:
+                  refine_top: int = 4, noise: float | None = None,
+                  deadline: Deadline | None = None) -> list[DirectCandidate]:
     """Search small formulas ``y = f(x)`` for one or two inputs.
 
     Parameters
@@ -262,6 +264,10 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
         it and the best error any raw candidate reached: when the dictionary cannot express
         the law, every candidate misses it and its own best error says nothing about the
         noise (:func:`kansym.symbolic.refine.refine`).
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit, looked at before each target transform (a family of
+        candidates) but the first, and before each refinement but the first: once it has
+        expired the search goes on with what it has (the cut is recorded).
 
     Returns
     -------
@@ -283,7 +289,11 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     rows = np.unique(np.linspace(0, len(y) - 1, min(SEARCH_ROWS, len(y))).astype(int))
     prelim = []  # (numeric score, transform, cols, coef)
     tried: set = set()
-    for name, t, inverse in _transforms(y):
+    families = _transforms(y)
+    for k, (name, t, inverse) in enumerate(families):
+        if k and time_is_up(deadline):
+            deadline.cut(f"direct search: {k} of {len(families)} target transforms searched")
+            break
         A = _design(t, num, den, rows)
         for cols in sub.ranked(t, A, rows, index, keep):
             coef = sub.coefficients(t[rows], A, cols)
@@ -322,6 +332,9 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     seen = set()
     for _, comp, key, expr in raw:
         if len(out) >= refine_top:
+            break
+        if out and time_is_up(deadline):
+            deadline.cut(f"direct search: {len(out)} candidates refined")
             break
         # refinement turns each float into an exact number (1 node instead of 2) and may
         # drop one term more: raw candidates that cannot beat the best refined one are left

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 import sympy
 
+from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic.constants import too_long
 from kansym.symbolic.refit import LossSpace, refit_constants, refit_constants_counted
 from kansym.symbolic.snap import clean_floats, reduce_phases, round_constants, snap_constant, snap_constants
@@ -67,7 +68,7 @@ def shorten_numbers(expr: sympy.Expr) -> sympy.Expr:
 
 def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
            loss_space: LossSpace = "linear", snap: bool = True, simplify: bool = True,
-           noise: float | None = None) -> sympy.Expr:
+           noise: float | None = None, deadline: Deadline | None = None) -> sympy.Expr:
     """Refit -> snap -> simplify -> final refit -> rounding of the remaining floats.
 
     Parameters
@@ -82,6 +83,9 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     noise : float, optional
         The noise floor of the snapping rule: a normalised RMS error in the loss space
         (e.g. the model's on held-out rows); None: the formula's own error.
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit, handed to :func:`snap_constants` (cut between snaps); once it
+        has expired the final refit is skipped (the snaps' own refits stand).
 
     Returns
     -------
@@ -94,17 +98,21 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     """
     out = refit_constants(expr, symbols, X, y, loss_space=loss_space)
     if snap:
-        out = snap_constants(out, symbols, X, y, loss_space=loss_space, noise=noise)
+        out = snap_constants(out, symbols, X, y, loss_space=loss_space, noise=noise, deadline=deadline)
     if simplify:
         out = simplify_formula(out)
     merged = merge_numeric_factors(out)
     if snap and merged != out:
         # simplification can leave products such as 0.3183*pi (= 1): snap the merged float
-        out = snap_constants(merged, symbols, X, y, loss_space=loss_space, noise=noise)
+        out = snap_constants(merged, symbols, X, y, loss_space=loss_space, noise=noise, deadline=deadline)
         if simplify:
             out = simplify_formula(out)
     # a float times pi (left by a rewrite) is one float: refitted and rounded as such
-    out = refit_constants(merge_numeric_factors(out), symbols, X, y, loss_space=loss_space)
+    if time_is_up(deadline):
+        deadline.cut("refinement: the final refit skipped")
+        out = merge_numeric_factors(out)
+    else:
+        out = refit_constants(merge_numeric_factors(out), symbols, X, y, loss_space=loss_space)
     if not snap:
         return out
     return shorten_numbers(round_constants(clean_floats(out), symbols, X, y, loss_space=loss_space, noise=noise))

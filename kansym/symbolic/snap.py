@@ -42,6 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 import sympy
 
+from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic.constants import (Exact, constant_contexts, exact_candidates, float_bits, precision_step,
                                        round_to_step)
 from kansym.symbolic.refit import LossSpace, Problem
@@ -105,7 +106,8 @@ def reduce_phases(expr: sympy.Expr) -> sympy.Expr:
 
 
 def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
-                   loss_space: LossSpace = "linear", noise: float | None = None, z: float = Z) -> sympy.Expr:
+                   loss_space: LossSpace = "linear", noise: float | None = None, z: float = Z,
+                   deadline: Deadline | None = None) -> sympy.Expr:
     """Replace float constants by exact values where the data allow it and the description shortens.
 
     Phases of sin/cos are first reduced (:func:`reduce_phases`); then each float is
@@ -120,6 +122,8 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         (log-)target), e.g. the model's error on held-out rows; None: the formula's own.
     z : float
         Standard errors of the "within the noise" test (a).
+    deadline : kansym.deadline.Deadline, optional
+        Looked at before each constant: once expired, the rest keep their fitted values.
 
     Returns
     -------
@@ -135,6 +139,9 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     n = prob.n_rows
     undecided = set(range(len(values)))
     while undecided:
+        if time_is_up(deadline):
+            deadline.cut(f"refinement: snapping stopped after {len(values) - len(undecided)} of {len(values)} constants")
+            break
         se = prob.standard_errors(values, free, noise=eta)
         options = {i: _candidates(values[i], se[i], prob.contexts[i], z) for i in sorted(undecided)}
         undecided = {i for i, c in options.items() if c}

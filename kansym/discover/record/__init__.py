@@ -56,7 +56,9 @@ and, from a discovery (:func:`discovery_record`: ``kansym fit``, :meth:`kansym.K
 ``width_trained``, ``width_pruned`` (no timings: the record of one command is the same bytes on every
 run; ``model.pt``'s meta holds the seconds); with units: ``units`` and ``reduction``
 (:func:`kansym.discover.reduced.reduction_meta`: the groups as exponents of the columns); from
-``kansym fit``: ``data``; from ``symbolify``: ``checkpoint``.
+``kansym fit``: ``data``; from ``symbolify``: ``checkpoint``; when the time limit bound (only
+then): ``time_limit`` (``seconds``, ``cut_short``: what it cut, ``note``;
+:func:`kansym.discover.budget.time_limit_entry`).
 """
 
 from kansym.discover.record.read import FormulaRecord, read_record, sibling_record
