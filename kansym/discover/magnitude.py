@@ -59,7 +59,10 @@ def formula_to_table(f: Formula, scales: ColumnScales, output: int = 0) -> Formu
     symbols = list(f.symbols)
 
     def back(e: sympy.Expr) -> sympy.Expr:
-        return scales.expr_to_table(e, symbols, output)
+        # 12 significant digits: the last ones of a refit's float (2.50000000000005e+306) are the
+        # arithmetic's, not the data's; the power-of-two map itself is exact
+        e = scales.expr_to_table(e, symbols, output)
+        return e.xreplace({c: sympy.Float(float(f"{float(c):.12g}")) for c in e.atoms(sympy.Float)})
 
     expr = back(f.expr)
     fid = f.fidelity

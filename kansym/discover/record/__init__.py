@@ -31,7 +31,7 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
 ``r2_test``,        R² of the formula and of the model on the held-out rows (the fitting rows
 ``r2_model_test``,  when ``n_test`` is 0)
 ``n_test``
-``r2_reference_test`` R² on the held-out rows of a KAN trained without sparsification, or NaN
+``r2_reference_test`` R² on the held-out rows of a KAN trained without sparsification, or null
 ``warning``         why the formula is not a verified answer, or null
 ``status``          ``verified`` (no warning), ``unverified`` (a closed form with a warning) or
                     ``partial`` (numeric edges: ``sympy`` holds opaque functions, no closed form

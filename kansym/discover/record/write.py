@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
 import sympy
 
 from kansym.discover.result import Formula
@@ -62,7 +63,7 @@ def formula_record(formula: Formula, bundle: Any = None, symbolic: Any = None, *
         "rmse": fid.rmse,
         "r2_test": formula.r2_test,
         "r2_model_test": formula.r2_model_test,
-        "r2_reference_test": formula.r2_reference_test,
+        "r2_reference_test": formula.r2_reference_test if np.isfinite(formula.r2_reference_test) else None,
         "n_test": formula.n_test,
         "warning": formula.warning,
         "status": formula.status,
