@@ -315,8 +315,10 @@ def test_working_units_are_exact_moderate_and_keep_r2(table, space, noise):
             top = np.abs(col).max()
             assert top == 0 or 2.0 ** low <= top < 2.0 ** high
     # R² is the same number in both units (predictions off by a relative ``noise``)
-    pred = y[:, 0] * (1 + noise * np.cos(np.arange(len(y))))
-    assert r2_score(yw[:, 0], s.y_to_working(pred[:, None])[:, 0]) == r2_score(y[:, 0], pred)
+    with np.errstate(over="ignore"):  # a target at float's limit times 1.5 is inf: no prediction to score
+        pred = y[:, 0] * (1 + noise * np.cos(np.arange(len(y))))
+    if np.all(np.isfinite(pred)):
+        assert r2_score(yw[:, 0], s.y_to_working(pred[:, None])[:, 0]) == r2_score(y[:, 0], pred)
     # a law of the working units, written back, is the same numbers in the table's units
     syms = input_symbols([f"x{i}" for i in range(x.shape[1])])
     law = sympy.Rational(3, 2) * syms[0] + syms[-1] / 7  # linear: no intermediate product under- or overflows
@@ -327,7 +329,10 @@ def test_working_units_are_exact_moderate_and_keep_r2(table, space, noise):
     ok = np.isfinite(want) & np.isfinite(got) & (np.abs(want) > 1e-290) & (np.abs(want) < 1e300)
     normal = all(sympy.Integer(2) ** -1022 <= abs(c) < sympy.Integer(2) ** 1024 for c in back.atoms(sympy.Float))
     if normal:  # a subnormal constant keeps fewer digits (check_representable then judges by R²)
-        np.testing.assert_allclose(got[ok], want[ok], rtol=1e-12)
+        # relative to the terms, not to their sum: two terms that cancel leave only rounding
+        with np.errstate(all="ignore"):
+            terms = np.ldexp(np.abs(1.5 * xw[:, 0]) + np.abs(xw[:, -1] / 7), s.y_exp[0])
+        assert np.all(np.abs(got[ok] - want[ok]) <= 1e-12 * terms[ok])
 
 
 NAME_TEXT = st.one_of(
