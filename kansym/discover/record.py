@@ -43,7 +43,9 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
                     :class:`~kansym.symbolic.fit.EdgeFit` fields
 ==================  ==========================================================================
 
-and, from ``kansym fit``: ``width_trained``, ``width_pruned``, ``data`` (no timings: the record
+and, from ``kansym fit``: ``width_trained``, ``width_pruned``, ``data``, ``removed_inputs`` (the
+columns the input screening dropped, :mod:`kansym.discover.screen`: ``name``, ``z_smooth``, ``z_kan``,
+``z_threshold``, ``reason``; ``inputs`` are those the model and formula use) (no timings: the record
 of one command is the same bytes on every run; ``model.pt``'s meta holds the seconds);
 with ``--units``: ``units`` and ``reduction``; from ``symbolify``: ``checkpoint``.
 """

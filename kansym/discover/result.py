@@ -105,6 +105,8 @@ class Discovery:
 
     ``seconds`` sums the stages over all runs; ``runs`` is 1, or 2 when the additive
     shortcut was tried before the hidden-layer KAN (:class:`DiscoverConfig` ``shortcut``).
+    ``screening`` is the :class:`kansym.discover.screen.Screening` of the inputs (None when
+    it was off): the models and formulas use the kept columns only.
     """
 
     trained: ModelBundle
@@ -115,6 +117,7 @@ class Discovery:
     graph: nx.DiGraph
     seconds: dict
     runs: int = 1
+    screening: Any = None
 
 
 class RunInterrupted(KeyboardInterrupt):

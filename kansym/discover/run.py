@@ -2,7 +2,7 @@
 
 :func:`discover` chains the stages; each returns a new value and none mutates its input::
 
-    rows -> (direct search) -> train (L1 + entropy) -> prune(theta) -> fine-tune
+    rows -> input screening -> (direct search) -> train (L1 + entropy) -> prune(theta) -> fine-tune
          -> symbolify (per-edge primitives) -> Occam step -> compose -> refine -> verify
 
 :func:`train` is the training stage alone with its resumable checkpoint (``kansym train``).
@@ -22,6 +22,7 @@ from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import discovery_to_table, interrupted_to_table, working_scales
 from kansym.discover.result import MIN_ROWS, Discovery, Formula, RunInterrupted, split_holdout
 from kansym.discover.resume import ResumePoint, resume_record
+from kansym.discover.screen import screened_discover
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage
 from kansym.discover.structure import additive_r2, choose_space, interaction_r2
 from kansym.discover.symbolify import symbolify_stage, wants_direct_search
@@ -189,6 +190,9 @@ def discover(
     input_names, output_names : sequence of str
         Column names; they become the formula's symbols.
     config : DiscoverConfig, optional
+        With ``screen`` (the default) the inputs are first screened and the run uses only
+        the columns a held-out permutation test finds used (:mod:`kansym.discover.screen`;
+        the result's ``screening`` says which and why).
     progress : bool, optional
         Progress bars (default: only on a terminal).
     resume : ResumePoint, optional
@@ -214,16 +218,23 @@ def discover(
     """
     config = config or DiscoverConfig()
     x, y = _as_2d(x, y)
-    scales = working_scales(x, y, input_names, output_names, config.space)
-    if resume is not None:
-        resume = replace(resume, bundle=scales.bundle_to_working(resume.bundle))
-    with _blas_threads(config.train.num_threads):
+
+    def run(cols: Sequence[int], point: ResumePoint | None) -> Discovery:
+        names = [input_names[i] for i in cols]
+        xc = x[:, list(cols)]
+        scales = working_scales(xc, y, names, output_names, config.space)
+        if point is not None:
+            point = replace(point, bundle=scales.bundle_to_working(point.bundle))
         try:
-            found, rows = _discover(scales.x_to_working(x), scales.y_to_working(y), input_names, output_names, config,
-                                    progress, resume)
+            found, rows = _discover(scales.x_to_working(xc), scales.y_to_working(y), names, output_names, config,
+                                    progress, point)
         except RunInterrupted as stop:
             raise interrupted_to_table(stop, scales) from None
-    return _finish(discovery_to_table(found, scales, scales.x_to_table(rows.x), scales.y_to_table(rows.y)))
+        return discovery_to_table(found, scales, scales.x_to_table(rows.x), scales.y_to_table(rows.y))
+
+    with _blas_threads(config.train.num_threads):
+        found = screened_discover(run, x, y, input_names, config, resume)  # input screening (issue 19)
+    return _finish(found)
 
 
 def _as_2d(x, y) -> tuple[np.ndarray, np.ndarray]:

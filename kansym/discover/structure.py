@@ -18,14 +18,17 @@ import numpy as np
 from kansym.errors import DataError
 from kansym.symbolic.verify import r2_score
 
-__all__ = ["choose_space", "additive_r2", "interaction_r2"]
+__all__ = ["choose_space", "additive_r2", "interaction_r2", "legendre_features"]
 
 
-def _legendre_features(x: np.ndarray, degree: int, pairs: int) -> np.ndarray:
-    """Columns: 1, Legendre P_1..P_degree of each scaled input, and (``pairs > 0``) the
-    products P_a(x_i) P_b(x_j), i < j, 1 <= a, b <= pairs."""
-    lo, hi = x.min(axis=0), x.max(axis=0)
-    u = 2 * (x - lo) / np.where(hi > lo, hi - lo, 1.0) - 1  # (n, d) in [-1, 1]
+def legendre_features(x: np.ndarray, degree: int, pairs: int, lo: np.ndarray | None = None,
+                      hi: np.ndarray | None = None) -> np.ndarray:
+    """Columns: 1, Legendre P_1..P_degree of each input scaled to [-1, 1], and (``pairs > 0``)
+    the products P_a(x_i) P_b(x_j), i < j, 1 <= a, b <= pairs. ``lo, hi``: the range mapped to
+    [-1, 1] (default: that of ``x``; other rows are clipped to [-1.5, 1.5])."""
+    lo = x.min(axis=0) if lo is None else lo
+    hi = x.max(axis=0) if hi is None else hi
+    u = np.clip(2 * (x - lo) / np.where(hi > lo, hi - lo, 1.0) - 1, -1.5, 1.5)  # (n, d) in [-1, 1]
     per = [np.polynomial.legendre.legvander(u[:, i], degree)[:, 1:] for i in range(x.shape[1])]  # d x (n, degree)
     cols = [np.ones((x.shape[0], 1))] + per
     for i in range(x.shape[1]):
@@ -61,7 +64,7 @@ def additive_r2(x: np.ndarray, y: np.ndarray, *, degree: int = 5, max_rows: int 
     y : ndarray (N,) or (N, 1)
     """
     x, y = _rows(x, y, max_rows)
-    return _lstsq_r2(_legendre_features(x, degree, 0), y)
+    return _lstsq_r2(legendre_features(x, degree, 0), y)
 
 
 def interaction_r2(x: np.ndarray, y: np.ndarray, *, degree: int = 5, pairs: int = 2, max_rows: int = 2000) -> float:
@@ -69,7 +72,7 @@ def interaction_r2(x: np.ndarray, y: np.ndarray, *, degree: int = 5, pairs: int 
     ``P_a(x_i) P_b(x_j)`` (``a, b <= pairs``): the accuracy a smooth non-additive fit
     reaches, i.e. about the noise floor of ``y``, to which the additive residual is compared."""
     x, y = _rows(x, y, max_rows)
-    return _lstsq_r2(_legendre_features(x, degree, pairs), y)
+    return _lstsq_r2(legendre_features(x, degree, pairs), y)
 
 
 def choose_space(x: np.ndarray, y: np.ndarray, space: str = "auto", *, decades: float = 2.0) -> str:

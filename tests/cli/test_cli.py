@@ -189,3 +189,17 @@ def test_symbolify_exports_python_that_reproduces_the_formula(runner, tmp_path):
     X = np.random.default_rng(0).uniform(-1, 1, (50, 2))
     expected = sympy.lambdify([x1, x2], expr)(X[:, 0], X[:, 1])
     np.testing.assert_allclose(namespace["f"](X), expected, rtol=1e-12)
+
+
+def test_size_and_screening_options_fail_before_work(runner, tmp_path):
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,b,c,y\n" + "".join(f"{i},{i % 3},{i % 5},{2 * i}\n" for i in range(30)))
+    out = str(tmp_path / "o")
+    _one_line_error(runner.invoke(cli, ["fit", str(csv), "-t", "y", "--keep-inputs", "a,nope", "-o", out]), "'nope'")
+    _one_line_error(runner.invoke(cli, ["fit", str(csv), "-t", "y", "--max-train-rows", "5", "-o", out]),
+                    "--max-train-rows")
+    _one_line_error(runner.invoke(cli, ["fit", str(csv), "-t", "y", "--max-train-rows", "many", "-o", out]),
+                    "--max-train-rows")
+    assert not (tmp_path / "o" / "model.pt").exists()
+    help_text = runner.invoke(cli, ["fit", "--help"]).output
+    assert "--keep-inputs" in help_text and "--no-screen" in help_text and "--max-train-rows" in help_text
