@@ -80,6 +80,15 @@ class Rows:
             x_train, y_train = x[sub], y[sub]
         return cls(x, y, x_test, y_test, x_train, y_train)
 
+    def sizes(self, config: DiscoverConfig) -> str:
+        """The rows each stage really uses, in words (for the log)."""
+        n_test = 0 if self.x_test is None else self.x_test.shape[0]
+        n_val = int(round(self.x_train.shape[0] * config.train.val_fraction))
+        held = f"{n_test} held out to verify the formula" if n_test else "none held out (verified on the fitting rows)"
+        return (f"rows: {self.x.shape[0] + n_test} in all, {held}; the KAN trains on {self.x_train.shape[0]} "
+                f"of the {self.x.shape[0]} fitting rows (max_train_rows {config.max_train_rows}; {n_val} of them "
+                f"validate), the symbolic fits and the refinement use at most {self.x.shape[0]}")
+
 
 def check_run(n_rows: int, d_in: int, d_out: int, config: DiscoverConfig, *, holdout: bool = True) -> None:
     """Refuse at once what a run would refuse later: too few rows, or a training that would
@@ -263,6 +272,7 @@ def _blas_threads(n: int | None):
 def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress, resume) -> tuple[Discovery, Rows]:
     """The run on (working-unit) rows: its result (before :func:`_finish`) and the split rows."""
     rows = Rows.split(x, y, config)
+    log.info("%s", rows.sizes(config))
     t0 = time.perf_counter()
     direct = None
     if wants_direct_search(config, x.shape[1], y.shape[1]):

@@ -178,3 +178,13 @@ def test_fit_on_a_wide_table_recovers_the_law_and_predicts_from_the_full_csv(tmp
     assert list(p.columns) == ["x1", "x3", "x7", "y_model", "y_formula"]
     assert np.allclose(p["y_formula"], x[:, 3] * x[:, 7] + x[:, 1], atol=1e-6)
 
+
+def test_the_log_says_how_many_rows_each_stage_uses():
+    from kansym.discover.run import Rows
+
+    x, y, _ = _table(5000, 3, lambda x: x[:, 0])
+    text = Rows.split(x, y, DiscoverConfig()).sizes(DiscoverConfig())
+    assert text.startswith("rows: 5000 in all, 1000 held out")
+    assert "the KAN trains on 3000 of the 4000 fitting rows (max_train_rows 3000; 600 of them validate)" in text
+    text = Rows.split(x, y, DiscoverConfig(max_train_rows=500)).sizes(DiscoverConfig(max_train_rows=500))
+    assert "trains on 500 of the 4000" in text
