@@ -82,12 +82,12 @@ class Rows:
 
     def sizes(self, config: DiscoverConfig) -> str:
         """The rows each stage really uses, in words (for the log)."""
-        n_test = 0 if self.x_test is None else self.x_test.shape[0]
+        n_fit, n_test = self.x.shape[0], 0 if self.x_test is None else self.x_test.shape[0]
         n_val = int(round(self.x_train.shape[0] * config.train.val_fraction))
-        held = f"{n_test} held out to verify the formula" if n_test else "none held out (verified on the fitting rows)"
-        return (f"rows: {self.x.shape[0] + n_test} in all, {held}; the KAN trains on {self.x_train.shape[0]} "
-                f"of the {self.x.shape[0]} fitting rows (max_train_rows {config.max_train_rows}; {n_val} of them "
-                f"validate), the symbolic fits and the refinement use at most {self.x.shape[0]}")
+        held = f"{n_fit} fitting + {n_test} held out (verification)" if n_test else f"{n_fit} fitting, none held out"
+        return (f"rows: {n_fit + n_test} = {held}; the KAN trains on {self.x_train.shape[0]} of the fitting rows "
+                f"({n_val} of them validate; max_train_rows {config.max_train_rows}); symbolic fits and refinement "
+                f"use up to {n_fit}")
 
 
 def check_run(n_rows: int, d_in: int, d_out: int, config: DiscoverConfig, *, holdout: bool = True) -> None:
@@ -230,7 +230,7 @@ def discover(
 
     def run(cols: Sequence[int], point: ResumePoint | None) -> Discovery:
         names = [input_names[i] for i in cols]
-        xc = x[:, list(cols)]
+        xc = x if len(cols) == x.shape[1] else x[:, list(cols)]  # all columns: the caller's very array
         scales = working_scales(xc, y, names, output_names, config.space)
         if point is not None:
             point = replace(point, bundle=scales.bundle_to_working(point.bundle))

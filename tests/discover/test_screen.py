@@ -207,10 +207,11 @@ def test_the_log_says_how_many_rows_each_stage_uses():
 
     x, y, _ = _table(5000, 3, lambda x: x[:, 0])
     text = Rows.split(x, y, DiscoverConfig()).sizes(DiscoverConfig())
-    assert text.startswith("rows: 5000 in all, 1000 held out")
-    assert "the KAN trains on 3000 of the 4000 fitting rows (max_train_rows 3000; 600 of them validate)" in text
+    assert text == ("rows: 5000 = 4000 fitting + 1000 held out (verification); the KAN trains on 3000 of the "
+                    "fitting rows (600 of them validate; max_train_rows 3000); symbolic fits and refinement use up "
+                    "to 4000")
     text = Rows.split(x, y, DiscoverConfig(max_train_rows=500)).sizes(DiscoverConfig(max_train_rows=500))
-    assert "trains on 500 of the 4000" in text
+    assert "the KAN trains on 500 of the fitting rows (100 of them validate; max_train_rows 500)" in text
 
 
 def test_estimator_predicts_from_every_feature_after_screening(tmp_path):
