@@ -203,3 +203,21 @@ def test_size_and_screening_options_fail_before_work(runner, tmp_path):
     assert not (tmp_path / "o" / "model.pt").exists()
     help_text = runner.invoke(cli, ["fit", "--help"]).output
     assert "--keep-inputs" in help_text and "--no-screen" in help_text and "--max-train-rows" in help_text
+
+
+def test_a_screened_checkpoint_resumes_on_the_same_table_only():
+    from types import SimpleNamespace
+
+    from kansym.cli.run import check_same_columns
+    from kansym.errors import ConfigError
+
+    table = SimpleNamespace(input_names=("a", "b", "c", "d"), target_names=("y",))
+
+    def point(inputs, outputs=("y",)):
+        return SimpleNamespace(bundle=SimpleNamespace(input_names=tuple(inputs), output_names=tuple(outputs)))
+
+    check_same_columns(table, point("abcd"), "ck.pt")
+    check_same_columns(table, point("bd"), "ck.pt")  # the screening kept b and d
+    for bad in (point("db"), point("bx"), point(""), point("bd", ("z",))):
+        with pytest.raises(ConfigError, match="give the same columns"):
+            check_same_columns(table, bad, "ck.pt")
