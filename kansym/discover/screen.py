@@ -265,8 +265,8 @@ class _SmoothModel:
     def features(self, u: np.ndarray) -> np.ndarray:
         return legendre_features(u, DEGREE, self.pairs, self.lo, self.hi)
 
-    def predict(self, u: np.ndarray) -> np.ndarray:
-        return self.features(u) @ self.coef
+    def predict(self, u: np.ndarray) -> np.ndarray:  # in blocks: 200,000 held-out rows x 861 features is 1.4 GB
+        return np.concatenate([self.features(u[i:i + 20_000]) @ self.coef for i in range(0, len(u), 20_000)])
 
 
 def _kan_model(x: np.ndarray, y: np.ndarray, names: Sequence[str], config: DiscoverConfig,
