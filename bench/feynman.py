@@ -18,9 +18,10 @@ For each equation of a CSV in the format of ``shared/data/feynman/equations.csv`
    each variable's sign taken from its range (:meth:`Equation.truth_on_ranges`)
    and the formula's R² on the held-out rows (noise-free targets).
 
-Each equation runs in its own process with one thread, ``--jobs`` at a time; an
-equation whose discovery exceeds ``--time-limit`` seconds is stopped and counts as not
-recovered. ``--peer`` adds symbolic-regression peers, each in its own process on the same
+Each equation runs in its own process with one thread, ``--jobs`` at a time; kansym gets
+``--time-limit`` less a margin as its own (:func:`kansym_time_limit`), stops itself and
+its answer counts (the row's ``cut_short`` says what was cut); a run over ``--time-limit``
+counts as not recovered (one past ``VERIFY_GRACE`` more is killed). ``--peer`` adds symbolic-regression peers, each in its own process on the same
 rows, under the same limit, judged by the same check (``bench/sr_peers.py``: RILS-ROLS,
 Operon and gplearn with SRBench's settings, pykan's documented workflow); kansym always
 runs. PySR is not among them: importing it downloads Julia. The peers come from
@@ -71,6 +72,7 @@ from formula_guard import guardrail_flags  # noqa: E402
 
 DEFAULT_EQUATIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "feynman" / "equations.csv"
 VERIFY_GRACE = 30.0  # seconds allowed after the time limit for the recovery check
+KANSYM_MARGIN = (0.1, 3.0)  # kansym's own limit: --time-limit less 10 % of it, and less 3 s at least
 METHODS = ("kansym", *sr_peers.PEERS)
 HALVES = ("tuning", "validation", "all")
 
@@ -173,6 +175,12 @@ def equation_rows(eq: Equation, args: argparse.Namespace) -> sr_peers.Rows | Non
 NOT_FINITE = "the law is not finite on its ranges"
 
 
+def kansym_time_limit(limit: float) -> float:
+    """kansym's ``DiscoverConfig.time_limit`` in the bench's ``limit``: less ``KANSYM_MARGIN`` (for
+    the verification after the deadline and the step running at it), at least half of it."""
+    return max(limit - max(KANSYM_MARGIN[0] * limit, KANSYM_MARGIN[1]), 0.5 * limit)
+
+
 def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
     """Sample, discover, verify one equation (runs inside a worker process)."""
     import torch
@@ -188,12 +196,12 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
     x, y_fit = data.x, data.y
     t0 = time.perf_counter()
     use_units = args.units and eq.output_units is not None
+    config = DiscoverConfig(seed=args.seed, time_limit=kansym_time_limit(args.time_limit))
     if use_units:  # the units of the equations CSV, given to the public API as a user would
         units = {**dict(zip(eq.names, eq.units)), eq.output: eq.output_units}
-        result = discover_with_units(x, y_fit, list(eq.names), eq.output, units, DiscoverConfig(seed=args.seed),
-                                     progress=False)
+        result = discover_with_units(x, y_fit, list(eq.names), eq.output, units, config, progress=False)
     else:
-        result = discover(x, y_fit[:, None], list(eq.names), [eq.output], DiscoverConfig(seed=args.seed), progress=False)
+        result = discover(x, y_fit[:, None], list(eq.names), [eq.output], config, progress=False)
     seconds = time.perf_counter() - t0
     formula = result.formulas[0]
     with np.errstate(all="ignore"):
@@ -217,6 +225,7 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         "units": use_units,
         "reduction": None if not use_units or result.reduction is None else result.reduction.to_dict(),
         "timed_out": seconds > args.time_limit,
+        "cut_short": list(result.cut_short),  # what kansym's own time limit cut (empty: nothing)
     }
 
 

@@ -1,6 +1,6 @@
 """kansym: find the laws hidden in data with Kolmogorov-Arnold Networks.
 
-The public pipeline (DESIGN.md §2)::
+The public pipeline (docs/algorithms.md, "Architecture")::
 
     from kansym.io.tabular import read_table
     from kansym.discover import discover

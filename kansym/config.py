@@ -1,4 +1,4 @@
-"""Shared behaviour of kansym's frozen configuration dataclasses (DESIGN.md §5).
+"""Shared behaviour of kansym's frozen configuration dataclasses (docs/algorithms.md, "Conventions").
 
 Every config (``KANConfig``, ``TrainConfig``, ``DiscoverConfig``, ``KANGPTConfig``,
 ``GPTTrainConfig``) is a frozen dataclass validated in ``__post_init__``; this mixin gives

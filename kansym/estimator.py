@@ -2,8 +2,10 @@
 
 ``KANRegressor().fit(X, y)`` trains, prunes and symbolifies a KAN exactly as ``kansym fit``
 does; ``predict`` evaluates the discovered formula, ``score`` is its R², ``sympy()`` and
-``latex()`` give the formula and ``equations_`` the complexity/error Pareto front as a
-table, in the manner of PySR's ``PySRRegressor`` (Cranmer 2023, arXiv:2305.01582) and of
+``latex()`` give the formula, ``summary()`` the answer in ``kansym fit``'s words (a partial
+formula, one with numeric edges, said to be partial, the best closed form beside it:
+:func:`kansym.discover.partial.report_lines`), and ``equations_`` the complexity/error
+Pareto front as a table, in the manner of PySR's ``PySRRegressor`` (Cranmer 2023, arXiv:2305.01582) and of
 scikit-learn's estimator conventions (constructor stores parameters only; learned
 attributes end in ``_``; ``get_params``/``set_params``). scikit-learn itself is not
 needed.
@@ -17,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from kansym.deadline import DEFAULT_TIME_LIMIT
 from kansym.errors import ConfigError, DataError
 
 __all__ = ["KANRegressor"]
@@ -64,6 +67,12 @@ class KANRegressor:
     complexity_weight : float
         Weight ``w`` of the formula choice, ``log10(error) + w * complexity``
         (:class:`kansym.discover.config.DiscoverConfig`, ``kansym fit --complexity-weight``).
+    time_limit : float or None
+        Seconds :meth:`fit` may take (None: no limit; ``kansym fit --time-limit``). When
+        they run out, the stages stop early, the best verified formula found so far is
+        the answer, and a ``UserWarning`` names what was cut short
+        (``discovery_.cut_short``; also in :meth:`to_record`). A limit that does not bind
+        changes nothing.
 
     Attributes
     ----------
@@ -73,7 +82,12 @@ class KANRegressor:
         Everything the pipeline produced (models, graph, timings); with ``units`` a
         :class:`kansym.discover.dimensional.UnitsDiscovery` (its models are on the groups).
     equations_ : pandas.DataFrame
-        The Pareto front: ``complexity``, ``r2``, ``error``, ``sympy``, ``chosen``.
+        The Pareto front: ``complexity``, ``r2``, ``error``, ``sympy``, ``chosen``,
+        ``dominated``, ``partial`` (the entry keeps numeric edges).
+    status_ : str
+        ``"verified"``, ``"unverified"`` or ``"partial"`` (:attr:`kansym.discover.result.Formula.status`).
+    closed_form_ : kansym.discover.result.ClosedForm or None
+        For a partial formula, the best closed form found beside it (not verified).
     feature_names_in_ : ndarray of str
     n_features_in_ : int
 
@@ -92,7 +106,7 @@ class KANRegressor:
                  r2_threshold: float = 0.999, min_edge_r2: float = 0.9, holdout: float = 0.2,
                  max_train_rows: int | None = 3000, seed: int = 0, device: str = "cpu",
                  units: Any = None, complexity_weight: float = 0.05, screen: bool = True,
-                 keep_inputs: Sequence[str] = ()) -> None:
+                 keep_inputs: Sequence[str] = (), time_limit: float | None = DEFAULT_TIME_LIMIT) -> None:
         self.hidden = hidden
         self.grid_size = grid_size
         self.steps = steps
@@ -110,6 +124,7 @@ class KANRegressor:
         self.complexity_weight = complexity_weight
         self.screen = screen
         self.keep_inputs = keep_inputs
+        self.time_limit = time_limit
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -144,7 +159,7 @@ class KANRegressor:
             r2_threshold=self.r2_threshold, min_edge_r2=self.min_edge_r2, holdout=self.holdout,
             max_train_rows=self.max_train_rows, seed=self.seed, device=self.device,
             complexity_weight=self.complexity_weight, screen=self.screen,
-            keep_inputs=tuple(str(k) for k in self.keep_inputs),
+            keep_inputs=tuple(str(k) for k in self.keep_inputs), time_limit=self.time_limit,
         )
 
     def fit(self, X: Any, y: Any, *, feature_names: Sequence[str] | None = None,
@@ -172,7 +187,12 @@ class KANRegressor:
         -----
         UserWarning
             When the formula's held-out R² is more than 0.01 below the model's, or an
-            edge fitted no primitive (:attr:`kansym.discover.result.Formula.warning`).
+            edge fitted no primitive (:attr:`kansym.discover.result.Formula.warning`); for
+            such a partial formula the message goes on with the lines ``kansym fit`` prints
+            instead of ``target = ...`` (no closed form was verified, the best one found,
+            the partial formula labelled). :meth:`sympy` and :meth:`predict` stay those of
+            the partial formula (it evaluates like the model); :attr:`closed_form_` is the
+            closed form; and when ``time_limit`` cut the run short.
         """
         import pandas as pd
 
@@ -208,12 +228,22 @@ class KANRegressor:
         self.formula_ = result.formulas[0]
         self.feature_names_in_ = np.asarray(names, dtype=object)
         self.n_features_in_ = X.shape[1]
-        self.equations_ = pd.DataFrame(
-            [e.to_dict() for e in self.formula_.front], columns=["complexity", "r2", "error", "sympy", "chosen", "dominated"]
-        )
+        self.equations_ = _equations([e.to_dict() for e in self.formula_.front], self.formula_)
         if self.formula_.warning:
-            warnings.warn(f"kansym: {self.formula_.warning}", UserWarning, stacklevel=2)
+            warnings.warn(f"kansym: {self._warning_text()}", UserWarning, stacklevel=2)
+        from kansym.discover.budget import cut_short_line
+
+        if cut_short_line(result):
+            warnings.warn(f"kansym: {cut_short_line(result)}", UserWarning, stacklevel=2)
         return self
+
+    def _warning_text(self) -> str:
+        """The warning of :meth:`fit`: :attr:`warning_`, and for a partial formula the
+        lines ``kansym fit`` prints in place of ``target = ...``."""
+        from kansym.discover.partial import answer_lines
+
+        f = self._fitted()
+        return f.warning if not f.partial else f"{f.warning}\n" + "\n".join(answer_lines(f))
 
     def _check_X(self, X: Any, n_features: int | None) -> np.ndarray:
         X = np.asarray(X, dtype=np.float64)
@@ -251,23 +281,54 @@ class KANRegressor:
         return self._fitted().expr
 
     def latex(self, precision: int = 4) -> str:
-        """The formula in LaTeX (floats to ``precision`` significant digits)."""
+        """The formula in LaTeX (floats to ``precision`` significant digits).
+
+        A partial formula (:attr:`status_` ``"partial"``) gives the text of its
+        ``formula.tex`` instead: LaTeX comments only (no closed form was verified, the best
+        one found, the partial formula), so nothing of it typesets as the law.
+        """
+        from kansym.discover.record import tex_text
         from kansym.symbolic.export import to_latex
 
-        return to_latex(self._fitted().expr, precision=precision)
+        f = self._fitted()
+        if not f.partial:
+            return to_latex(f.expr, precision=precision)
+        c = f.closed_form
+        return tex_text({"target": f.target, "status": f.status, "warning": f.warning,
+                         "latex": to_latex(f.expr, precision=precision),
+                         "closed_form": None if c is None else {"latex": to_latex(c.expr, precision=precision),
+                                                                "r2_test": c.r2_test}})
+
+    def summary(self) -> str:
+        """The answer as ``kansym fit`` prints it (without the Pareto front): the formula, or
+        for a partial one that no closed form was verified, the best closed form and the
+        partial formula labelled; the R² line; a ``WARNING`` line when it is no verified answer
+        (:func:`kansym.discover.partial.report_lines`)."""
+        from kansym.discover.partial import report_lines
+
+        return "\n".join(report_lines(self._fitted()))
+
+    @property
+    def status_(self) -> str:
+        """``"verified"``, ``"unverified"`` or ``"partial"`` (:attr:`kansym.discover.result.Formula.status`)."""
+        return self._fitted().status
+
+    @property
+    def closed_form_(self):
+        """The best closed form found beside a partial formula (not verified), or None."""
+        return self._fitted().closed_form
 
     def to_record(self) -> dict:
         """The fitted formula as a ``formula.json`` record (:mod:`kansym.discover.record`)."""
-        from kansym.discover.record import formula_record
+        from kansym.discover.record import discovery_record
 
-        formula, d = self._fitted(), getattr(self, "discovery_", None)
+        self._fitted()
+        d = getattr(self, "discovery_", None)
         if d is None:  # read with from_record: the record it came from
             return dict(self.record_.data)
-        extra = {} if d.trained is None else {"width_trained": list(d.trained.model.width),
-                                              "width_pruned": list(d.prune_result.model.width)}
-        if getattr(d, "screening", None) is not None:
-            extra["removed_inputs"] = d.screening.removed_record()
-        return formula_record(formula, d.pruned, d.symbolic, extra=extra)
+        from kansym.discover.budget import time_limit_entry
+
+        return discovery_record(d, time_limit_entry(d))
 
     def write_record(self, path: Any) -> Any:
         """Write :meth:`to_record` to ``path`` (atomically); returns the path."""
@@ -291,8 +352,6 @@ class KANRegressor:
         DataError
             Unreadable or foreign file, or a formula that does not parse.
         """
-        import pandas as pd
-
         from kansym.discover.record import read_record
 
         record = read_record(path)
@@ -301,10 +360,22 @@ class KANRegressor:
         est.formula_ = record.formula()
         est.feature_names_in_ = np.asarray(record.inputs, dtype=object)
         est.n_features_in_ = len(record.inputs)
-        est.equations_ = pd.DataFrame(record.pareto, columns=["complexity", "r2", "error", "sympy", "chosen", "dominated"])
+        est.equations_ = _equations(record.pareto, est.formula_)
         return est
 
     @property
     def warning_(self) -> str | None:
         """Why the formula is not a verified answer, or None (see :meth:`fit`)."""
         return self._fitted().warning
+
+
+def _equations(rows: Sequence[dict], formula: Any):
+    """``equations_``: the front's rows (``formula.front``'s, as dicts) with a ``partial``
+    column (the entry keeps numeric edges)."""
+    import pandas as pd
+
+    from kansym.discover.partial import closed
+
+    table = pd.DataFrame(list(rows), columns=["complexity", "r2", "error", "sympy", "chosen", "dominated"])
+    table["partial"] = [not closed(e.expr) for e in formula.front]
+    return table

@@ -40,8 +40,10 @@ def test_recovers_a_simple_law_and_predicts_with_it(fitted):
 def test_equations_table_is_the_pareto_front(fitted):
     est, X, y = fitted
     eq = est.equations_
-    assert list(eq.columns) == ["complexity", "r2", "error", "sympy", "chosen", "dominated"]
-    assert eq["chosen"].sum() == 1
+    assert list(eq.columns) == ["complexity", "r2", "error", "sympy", "chosen", "dominated", "partial"]
+    assert eq["chosen"].sum() == 1 and not eq[eq["chosen"]].iloc[0]["partial"]
+    assert est.status_ == "verified" and est.closed_form_ is None
+    assert est.summary().splitlines()[1] == f"sympy: {est.sympy()}"  # as kansym fit prints it
     chosen = eq[eq["chosen"]].iloc[0]
     assert chosen["r2"] > 0.99999 and sympy.sympify(chosen["sympy"]) == sympy.sympify(str(est.sympy()))
     front = eq[~eq["dominated"]]

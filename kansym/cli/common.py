@@ -13,7 +13,8 @@ import click
 from kansym.config import MAX_SEED
 from kansym.errors import ConfigError, KansymError
 
-MARKER = ".kansym-output"
+MARKER = ".kansym-output"  # in a directory kansym created: its files may be replaced
+LEDGER = ".kansym-written"  # {name: sha256} of the text outputs kansym wrote in a directory (written_by_kansym)
 
 
 class CLIError(click.ClickException):
@@ -116,31 +117,82 @@ def prepare_out_dir(out_dir: Path, names: list[str], *, force: bool, protect: li
         (out_dir / MARKER).touch()
 
 
-def _written_by_kansym(path: Path) -> bool:
-    """Whether ``path`` is a kansym checkpoint or JSON output (safe to replace)."""
+def written_by_kansym(path: Path) -> bool:
+    """Whether ``path`` is a file kansym wrote and may replace: a kansym checkpoint or JSON output
+    (their format tag), an image of :mod:`kansym.plot` (its metadata), or a text output listed
+    with its current SHA-256 in the directory's :data:`LEDGER` (:func:`write_output_text`)."""
     import json
 
     try:
-        if path.suffix == ".json":
-            return str(json.loads(path.read_text(encoding="utf-8")).get("format", "")).startswith("kansym")
+        if path.suffix == ".json" and str(json.loads(path.read_text(encoding="utf-8")).get("format", "")).startswith("kansym"):
+            return True
         if path.suffix == ".pt":
             from kansym.io.checkpoint import load_checkpoint
 
             return load_checkpoint(path).get("format") == "kansym"
+        from kansym.plot._mpl import FORMATS, written_by_kansym as image_by_kansym
+
+        if path.suffix.lower() in FORMATS:
+            return image_by_kansym(path)
+        return _ledger(path.parent).get(path.name) == _digest(path)
     except (OSError, ValueError, AttributeError, KansymError):
         return False
-    return False
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _ledger(directory: Path) -> dict[str, str]:
+    """``{file name: sha256}`` of the outputs kansym wrote in ``directory`` (empty without a ledger)."""
+    import json
+
+    try:
+        data = json.loads((directory / LEDGER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    files = data.get("files") if isinstance(data, dict) and data.get("format") == "kansym-written" else None
+    return {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
+
+
+def remember_output(path: Path) -> None:
+    """List the file kansym just wrote at ``path`` in its directory's :data:`LEDGER`, so that a later
+    command may replace it; if the file changes afterwards (a user's edit) it is no longer kansym's.
+    A ledger that cannot be written only means the next command asks for ``--force``."""
+    import json
+
+    from kansym.io.atomic import atomic_write_text
+
+    try:
+        files = {**_ledger(path.parent), path.name: _digest(path)}
+        atomic_write_text(path.parent / LEDGER, json.dumps({"format": "kansym-written", "files": files}, indent=1) + "\n")
+    except (OSError, KansymError):
+        pass
+
+
+def write_output_text(path: Path, text: str) -> None:
+    """Write a text output atomically and :func:`remember_output` it."""
+    from kansym.io.atomic import atomic_write_text
+
+    atomic_write_text(path, text)
+    remember_output(path)
 
 
 def check_output_file(path: Path, *, force: bool, protect: list[Path]) -> None:
     """Refuse to write onto an input file, or onto an existing file kansym did not write.
 
-    An existing kansym checkpoint or JSON output (or any file in a directory kansym
-    created) is replaced; anything else needs ``force``.
+    A file kansym wrote (:func:`written_by_kansym`), or any file in a directory kansym
+    created, is replaced; anything else needs ``force``.
     """
     if path.resolve() in {p.resolve() for p in protect}:
         raise ConfigError(f"output {path} would overwrite an input file; choose another path")
     if path.is_dir():
         raise ConfigError(f"output {path} is a directory; give a file name")
-    if path.exists() and not force and not (path.parent / MARKER).exists() and not _written_by_kansym(path):
+    if path.exists() and not force and not (path.parent / MARKER).exists() and not written_by_kansym(path):
         raise ConfigError(f"{path} already exists and was not written by kansym; use --force or another path")

@@ -8,12 +8,15 @@ import click
 
 from kansym.cli.common import CLIError, check_device, common_options, prepare_out_dir, run_safely, setup_logging
 from kansym.cli.lock import dir_lock_path, output_lock
-from kansym.cli.options import data_options, discover_config, model_options, resolve_data, size_options, symbolic_options
+from kansym.cli.options import (
+    NON_NEGATIVE, data_options, discover_config, model_options, resolve_data, size_options, symbolic_options,
+)
 from kansym.config import MAX_STEPS
 from kansym.cli.run import (
     check_same_columns, ctrl_c_note, load_resume, prepare_training, remove_finished_checkpoint, resume_command,
     save_interrupted, stop_on_sigterm,
 )
+from kansym.deadline import DEFAULT_TIME_LIMIT, Deadline
 from kansym.errors import ConfigError, FitError
 
 MODEL_OUTPUTS = ["model.pt", "pruned.pt", "graph.json"]
@@ -30,11 +33,12 @@ FORMULA_OUTPUTS = ["formula.json", "formula.tex"]
 @click.option("--plots", default=None, type=click.Path(file_okay=False), help="Also write diagram.png, report.png and curves.png of the run in this directory.")
 @click.option("--finetune-steps", default=None, type=click.IntRange(1, MAX_STEPS), help="LBFGS steps of the fine-tuning after pruning.  [default: 20]")
 @click.option("--backend", type=click.Choice(["kan", "pysr"]), default="kan", show_default=True, help="kan: KAN pipeline; pysr: whole-formula search with PySR (pip install 'kansym[pysr]'; needs Julia), writes formula.json/.tex only.")
+@click.option("--time-limit", default=DEFAULT_TIME_LIMIT, show_default=True, type=NON_NEGATIVE, metavar="SECONDS", help="Seconds the run may take (0: no limit), counted from the start of the command. When they run out, the stages stop early and the best verified formula found so far is printed, with a NOTE line naming what was cut short (also in formula.json). A limit that does not bind changes nothing.")
 @click.option("--units", default=None, help="Units of every input and the target: a CSV (column,unit) or JSON ({\"column\": \"unit\"}) file, or inline \"v=m/s,c=m/s,E=kg*m^2/s^2\"; the law is first reduced to dimensionless groups (AI Feynman's dimensional analysis). Each unit name is a base dimension: write N as kg*m/s^2.")
 @common_options
 @click.pass_context
 @run_safely
-def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, theta, space, lib, r2_threshold, complexity_weight, max_train_rows, no_screen, keep_inputs, out_dir, force, plots, finetune_steps, backend, units, seed, device, quiet):
+def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, theta, space, lib, r2_threshold, complexity_weight, max_train_rows, no_screen, keep_inputs, out_dir, force, plots, finetune_steps, backend, time_limit, units, seed, device, quiet):
     """Find the law in DATA (a CSV): train a KAN, prune it, symbolify it.
 
     Prints the formula (LaTeX) and its R², and writes OUT_DIR/model.pt,
@@ -48,13 +52,15 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
     """
     from kansym.io.tabular import read_table
 
+    deadline = Deadline(time_limit or None)  # from the start: reading a large CSV counts too
     setup_logging(quiet)
     check_device(device)
     path, target, input_names = resolve_data(data, example, target, inputs)
     config = discover_config(hidden=hidden, grid_size=grid_size, steps=steps, lamb=lamb, theta=theta, space=space,
                              lib=lib, r2_threshold=r2_threshold, seed=seed, device=device,
                              finetune_steps=finetune_steps, complexity_weight=complexity_weight,
-                             max_train_rows=max_train_rows, screen=not no_screen, keep_inputs=keep_inputs)
+                             max_train_rows=max_train_rows, screen=not no_screen, keep_inputs=keep_inputs,
+                             time_limit=time_limit or None)
     out = Path(out_dir)
     protect = [path]
     prepare_out_dir(out, MODEL_OUTPUTS + FORMULA_OUTPUTS, force=force, protect=protect, create=False)
@@ -78,14 +84,13 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
         try:
             with stop_on_sigterm():
                 if units is not None:
-                    result, units_extra = _discover_with_units(table, units, config, quiet)
-                    extra.update(units_extra)
+                    result = _discover_with_units(table, units, config, quiet, deadline)
                 else:
                     _announce(table, config, quiet)
                     from kansym.discover.run import discover
 
                     result = discover(table.x, table.y, table.input_names, table.target_names, config,
-                                      progress=None if not quiet else False, resume=point)
+                                      progress=None if not quiet else False, resume=point, deadline=deadline)
         except FitError as exc:
             raise CLIError(f"{exc}; nothing was written to {out}") from exc
         except KeyboardInterrupt as stop:
@@ -94,6 +99,9 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
                 prepare_out_dir(out, [], force=force, protect=protect)
             command = resume_command(ctx, data, example, target, inputs, dropna, "-o", out_dir, ckpt)
             raise save_interrupted(stop, ckpt, force=force, protect=protect, command=command) from None
+        from kansym.discover.budget import cut_short_line, time_limit_entry
+
+        extra.update(time_limit_entry(result))  # nothing when the limit did not bind
         written = write_fit_outputs(out, result, extra, force=force, protect=protect)
         remove_finished_checkpoint(resume, out / "interrupted.pt", quiet)
         from kansym.cli.report import print_formulas, print_reduction
@@ -101,6 +109,9 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
         if not quiet:
             print_reduction(result)
         print_formulas(result.formulas)
+        cut = cut_short_line(result)
+        if cut:
+            click.echo(f"NOTE: {cut} (a larger --time-limit, or 0 for none, lets every stage finish)")
         if not quiet:
             click.echo(f"wrote {', '.join(written)} in {out}", err=True)
         if plots is not None:
@@ -124,9 +135,8 @@ def _announce(table, config, quiet: bool) -> None:
                    f"{table.n_rows} rows ({ctrl_c_note()})", err=True)
 
 
-def _discover_with_units(table, units, config, quiet: bool):
-    """``kansym fit --units``: dimensional reduction, discovery on the groups, the formula in the columns;
-    the result and the record's extra keys (``inputs``, ``units``, ``reduction``)."""
+def _discover_with_units(table, units, config, quiet: bool, deadline):
+    """``kansym fit --units``: dimensional reduction, discovery on the groups, the formula in the columns."""
     from kansym.cli.run import interrupted_status
     from kansym.discover.dimensional import discover_with_units
     from kansym.discover.units import read_units, read_units_table
@@ -147,14 +157,12 @@ def _discover_with_units(table, units, config, quiet: bool):
                    f"then discovering on {table.n_rows} rows (Ctrl-C stops, nothing is written)", err=True)
     try:
         result = discover_with_units(table.x, table.y, table.input_names, table.target_names[0], table_units, config,
-                                     progress=None if not quiet else False)
+                                     progress=None if not quiet else False, deadline=deadline)
     except KeyboardInterrupt:  # the run on the groups is not resumable (--units refuses --resume)
         what, status = interrupted_status()
         click.echo(f"{what}; nothing was written (run the command again)", err=True)
         raise click.exceptions.Exit(status) from None
-    extra = {"inputs": list(table.input_names), "units": result.units,
-             "reduction": None if result.reduction is None else result.reduction.to_dict()}
-    return result, extra
+    return result
 
 
 def write_fit_outputs(out: Path, result, extra: dict, *, force: bool, protect: list[Path]) -> list[str]:
@@ -164,7 +172,7 @@ def write_fit_outputs(out: Path, result, extra: dict, *, force: bool, protect: l
     one command write it byte for byte the same; the stages' wall-clock seconds go to
     ``model.pt``'s meta (``"seconds"``), whose bytes differ between runs anyway.
     """
-    from kansym.discover.record import formula_record, write_formula_files
+    from kansym.discover.record import discovery_record, write_formula_files
 
     trained = result.trained is not None
     names = (MODEL_OUTPUTS if trained else []) + FORMULA_OUTPUTS
@@ -176,10 +184,7 @@ def write_fit_outputs(out: Path, result, extra: dict, *, force: bool, protect: l
         result.trained.replace_model(result.trained.model, seconds=seconds).save(out / "model.pt", protect=protect)
         result.pruned.save(out / "pruned.pt", protect=protect)
         write_json(result.graph, out / "graph.json")
-        extra.update(width_trained=list(result.trained.model.width), width_pruned=list(result.prune_result.model.width))
-    if getattr(result, "screening", None) is not None:
-        extra.setdefault("removed_inputs", result.screening.removed_record())
-    write_formula_files(out, formula_record(result.formulas[0], result.pruned, result.symbolic, extra=extra))
+    write_formula_files(out, discovery_record(result, extra))
     return names
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from kansym.cli.common import check_device, check_output_file, common_options, run_safely, setup_logging
+from kansym.cli.common import check_device, check_output_file, common_options, remember_output, run_safely, setup_logging
 
 
 @click.command("graph")
@@ -14,7 +14,7 @@ from kansym.cli.common import check_device, check_output_file, common_options, r
 @click.option("--format", "fmt", type=click.Choice(["json", "graphml"]), default="json", show_default=True)
 @click.option("--output", "-o", default=None, type=click.Path(dir_okay=False), help="Output file (default: CHECKPOINT with .graph.json / .graphml).")
 @click.option("--fits", default=None, type=click.Path(dir_okay=False), help="A formula.json (from kansym fit or symbolify --json) whose edge fits are attached to the edges.")
-@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@click.option("--force", is_flag=True, help="Overwrite an existing output file not written by kansym.")
 @common_options
 @run_safely
 def graph_command(checkpoint, fmt, output, fits, force, seed, device, quiet):
@@ -45,5 +45,6 @@ def graph_command(checkpoint, fmt, output, fits, force, seed, device, quiet):
         edge_fits=edge_fits,
     )
     (write_json if fmt == "json" else write_graphml)(graph, out)
+    remember_output(out)
     click.echo(f"wrote {out} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
 

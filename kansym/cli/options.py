@@ -26,13 +26,16 @@ EXAMPLES = {
 }
 
 
-def split_names(value: str | None) -> tuple[str, ...] | None:
-    """``"a, b"`` -> ``("a", "b")``; None stays None."""
+LIB_FLAG, LIB_EXAMPLE = "--lib (the primitive library)", "one primitive (e.g. --lib x,x^2,sin)"
+
+
+def split_names(value: str | None, what: str = "--inputs", example: str = "one column") -> tuple[str, ...] | None:
+    """``"a, b"`` -> ``("a", "b")``; None stays None; an empty list is refused, naming ``what``."""
     if value is None:
         return None
     names = tuple(v.strip() for v in value.split(",") if v.strip())
     if not names:
-        raise ConfigError("an empty list was given; name at least one column")
+        raise ConfigError(f"{what} is an empty list; name at least {example}")
     return names
 
 
@@ -69,8 +72,9 @@ def discover_config(*, hidden: str = "5", grid_size: int = 5, steps: int | None 
                     theta: float = 1e-2, space: str = "auto", lib: str | None = None, r2_threshold: float = 0.999,
                     seed: int = 0, device: str = "cpu", finetune_steps: int | None = None,
                     complexity_weight: float | None = None, max_train_rows: int | None = None,
-                    screen: bool = True, keep_inputs: str | None = None):
-    """The :class:`~kansym.discover.config.DiscoverConfig` of the parsed options (None: the default).
+                    screen: bool = True, keep_inputs: str | None = None, time_limit: float | None = None):
+    """The :class:`~kansym.discover.config.DiscoverConfig` of the parsed options (None: the default;
+    for ``time_limit`` None is no limit, which ``kansym train`` runs under: it has no ``--time-limit``).
 
     Raises
     ------
@@ -84,10 +88,11 @@ def discover_config(*, hidden: str = "5", grid_size: int = 5, steps: int | None 
     finetune = defaults.finetune if finetune_steps is None else defaults.finetune.replace(steps=finetune_steps)
     return DiscoverConfig(
         hidden=parse_hidden(hidden), grid_size=grid_size, train=train, finetune=finetune, theta=theta, space=space,
-        library=split_names(lib), r2_threshold=r2_threshold, seed=seed, device=device,
+        library=split_names(lib, LIB_FLAG, LIB_EXAMPLE), r2_threshold=r2_threshold, seed=seed, device=device,
         complexity_weight=defaults.complexity_weight if complexity_weight is None else complexity_weight,
         max_train_rows=defaults.max_train_rows if max_train_rows is None else max_train_rows,
         screen=screen, keep_inputs=split_names(keep_inputs) or (),
+        time_limit=time_limit,
     )
 
 

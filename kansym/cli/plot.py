@@ -91,28 +91,19 @@ def _report_formula(bundle, record, front: bool, x, y):
     return formula, tried
 
 
-def _sibling_fits(src: Path, bundle, quiet: bool) -> Path | None:
-    """The ``formula.json`` that ``kansym fit`` wrote next to ``src``, when it belongs to this checkpoint; else None.
+def _sibling_fits(src: Path, bundle, quiet: bool) -> str | None:
+    """The ``formula.json`` that ``kansym fit`` wrote next to ``src`` when its formula and edge fits
+    are of this very model (its inputs, its width); else None. The report then shows the formula
+    and the front that fit printed instead of symbolifying again."""
+    from kansym.discover.record import sibling_record
 
-    The report then shows the formula and the front that fit printed instead of
-    symbolifying again (seconds, and a front of the Occam step's candidates).
-    """
-    from kansym.discover.record import read_record
-    from kansym.errors import KansymError
-
-    path = src.with_name("formula.json")
-    if not path.is_file():
-        return None
-    try:
-        record = read_record(path)
-        if not record.belongs_to(bundle):
-            return None
-        record.expr(bundle.input_names, positive=bundle.transform.log_space)
-    except KansymError:  # another run's file: symbolify as without it
+    record = sibling_record(src, bundle)
+    if record is None or record.inputs != tuple(bundle.input_names) or \
+            record.data.get("width_pruned", list(bundle.model.width)) != list(bundle.model.width):
         return None
     if not quiet:
-        click.echo(f"using {path} (give --fits to choose another)", err=True)
-    return path
+        click.echo(f"using {record.source} (give --fits to choose another)", err=True)
+    return record.source
 
 
 @click.command("plot")
@@ -153,9 +144,7 @@ def plot_command(checkpoint, kind, output, edge, show_pruned, beta, theta, fits,
         raise CLIError(f"--theta must be a finite number >= 0, got {theta}")
     check_writable(out)
     protect = [src] + [Path(p) for p in (fits, data) if p]
-    from kansym.plot._mpl import written_by_kansym
-
-    check_output_file(out, force=force or written_by_kansym(out), protect=protect)
+    check_output_file(out, force=force, protect=protect)  # an image kansym wrote is replaced
     bundle = ModelBundle.load(src)
     if parsed_edge is not None:
         from kansym.graph.build import check_edge
@@ -183,13 +172,11 @@ def check_run_plots(out_dir: Path, *, force: bool, protect: list[Path]) -> None:
         ``DIR`` is a file, or holds ``diagram.png``/``report.png``/``curves.png`` that are
         not images kansym wrote (``--force`` overrides).
     """
-    from kansym.plot._mpl import written_by_kansym
-
     if out_dir.exists() and not out_dir.is_dir():
         raise CLIError(f"--plots {out_dir} is not a directory; choose another")
     for name in RUN_PLOTS:
         path = out_dir / name
-        check_output_file(path, force=force or written_by_kansym(path), protect=protect)
+        check_output_file(path, force=force, protect=protect)
 
 
 def write_run_plots(result, out_dir: Path, *, quiet: bool = False) -> list[Path]:

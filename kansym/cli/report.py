@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import click
+from sympy.core.function import AppliedUndef
 
-from kansym.symbolic.export import to_latex
+from kansym.discover.partial import identifier_names, report_lines, rows_label
+from kansym.symbolic.names import rename_symbols
 
 __all__ = ["print_formulas", "pareto_table", "print_reduction"]
 
@@ -25,36 +27,42 @@ def print_formulas(formulas, *, front: bool = True) -> None:
     The R² on the held-out rows (the fitting rows if none were held out) is printed
     next to the formula with the model's; a formula whose R² is below the model's by
     more than 0.01, or with numeric edges, is printed with a ``WARNING`` line right
-    under it (:attr:`kansym.discover.result.Formula.warning`).
+    under it (:attr:`kansym.discover.result.Formula.warning`). A partial formula (numeric
+    edges) is not printed as ``target = ...``: its first line says that no closed form was
+    verified, the next gives the best closed form found with its R², the third the partial
+    formula, labelled (:func:`kansym.discover.partial.report_lines`); in the front, formulas
+    with numeric edges are marked.
+
+    The ``sympy:`` line and the front name each column by its identifier, as ``formula.json``
+    does (:func:`kansym.symbolic.names.identifiers`), so the text parses back; when one of them
+    differs from its column, the line ends with the ``symbols`` map (``{identifier: column}``).
     """
     for f in formulas:
-        where = f"held-out, {f.n_test} rows" if f.n_test else "fitting rows"
-        click.echo(f"{f.target} = {to_latex(f.expr)}")
-        click.echo(f"sympy: {f.expr}")
-        click.echo(f"R² ({where}) = {f.r2_test:.6f}   model R² ({where}) = {f.r2_model_test:.6f}   "
-                   f"R² (data) = {f.fidelity.r2_data:.6f}   R² (vs model) = {f.fidelity.r2_model:.6f}")
-        if f.warning:
-            click.echo(f"WARNING: not a verified answer: {f.warning}")
+        for line in report_lines(f):  # the wording KANRegressor.summary() gives too
+            click.echo(line)
         if front and f.front:
-            click.echo(pareto_table(f.front, where))
+            click.echo(pareto_table(f.front, rows_label(f), identifier_names(f)))
 
 
-def pareto_table(entries, where: str = "held-out") -> str:
+def pareto_table(entries, where: str = "held-out", names: dict[str, str] | None = None) -> str:
     """The Pareto front as text: complexity, R², the formula; ``*`` marks the chosen one.
 
     The chosen formula is listed even when another one, no more complex, fits these rows
     at least as well (it was kept by the selection rule, which also weighs verification
     against the model and a margin in favour of the KAN's verified formula); a line under
-    the table then says which.
+    the table then says which. ``names`` renames the columns (``{column: identifier}``).
     """
+    names = names or {}
     lines = [f"Pareto front (complexity vs R² on {where}; * = chosen):"]
     for e in entries:
-        lines.append(f" {'*' if e.chosen else ' '} {e.complexity:4d}  {e.r2:.6f}  {e.expr}")
+        partial = "[partial: numeric edges] " if e.expr.atoms(AppliedUndef) else ""
+        lines.append(f" {'*' if e.chosen else ' '} {e.complexity:4d}  {e.r2:.6f}  {partial}{rename_symbols(e.expr, names)}")
     chosen = next((e for e in entries if e.chosen), None)
     better = None if chosen is None or not chosen.dominated else next(
         (e for e in entries if not e.chosen and e.complexity <= chosen.complexity and e.r2 >= chosen.r2), None)
     if better is not None:
-        lines.append(f"   (the chosen formula is not on the front: {better.expr} is no more complex and fits these "
-                     "rows at least as well; the choice also weighs the verification against the model and keeps "
+        lines.append(f"   (the chosen formula is not on the front: {rename_symbols(better.expr, names)} is no more "
+                     "complex and fits these rows at least as well; the choice also weighs the verification against "
+                     "the model and keeps "
                      "the KAN's verified formula unless another wins by a clear margin)")
     return "\n".join(lines)

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
-from kansym.cli.common import check_device, check_output_file, common_options, run_safely, setup_logging
+from kansym.cli.common import (
+    check_device, check_output_file, common_options, run_safely, setup_logging, write_output_text,
+)
 from kansym.cli.options import NON_NEGATIVE
 
 
@@ -19,7 +21,7 @@ from kansym.cli.options import NON_NEGATIVE
 @click.option("--lib", default=None, help="Comma-separated primitive names (default: all).")
 @click.option("--r2-threshold", default=0.999, show_default=True, type=click.FloatRange(0, 1, min_open=True), help="R² an edge's primitive must reach.")
 @click.option("--complexity-weight", default=0.05, show_default=True, type=NON_NEGATIVE, help="Weight w of the choice of formula: minimise log10(error) + w * complexity (1, 2 inputs: direct search vs the KAN's formula).")
-@click.option("--force", is_flag=True, help="Overwrite existing output files.")
+@click.option("--force", is_flag=True, help="Overwrite existing output files not written by kansym.")
 @common_options
 @run_safely
 def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2_threshold, complexity_weight, force, seed, device, quiet):
@@ -28,12 +30,11 @@ def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2
     The formula's constants are refit on the data and snapped to simple values;
     its R² on the data and against the model are printed.
     """
-    from kansym.cli.options import split_names
+    from kansym.cli.options import LIB_EXAMPLE, LIB_FLAG, split_names
     from kansym.cli.report import print_formulas
     from kansym.discover.config import DiscoverConfig
-    from kansym.discover.record import dumps, formula_record
+    from kansym.discover.record import dumps, formula_record, tex_text
     from kansym.discover.symbolify import symbolify_bundle
-    from kansym.io.atomic import atomic_write_text
     from kansym.io.bundle import ModelBundle
 
     setup_logging(quiet)
@@ -43,7 +44,7 @@ def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2
     outs = [Path(p) for p in (latex_out, python_out, json_out) if p]
     for p in outs:
         check_output_file(p, force=force, protect=protect)
-    config = DiscoverConfig(library=split_names(lib), r2_threshold=r2_threshold, seed=seed,
+    config = DiscoverConfig(library=split_names(lib, LIB_FLAG, LIB_EXAMPLE), r2_threshold=r2_threshold, seed=seed,
                             complexity_weight=complexity_weight)
     bundle = ModelBundle.load(src)
     x = y = None
@@ -55,9 +56,9 @@ def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2
     sym, formulas = symbolify_bundle(bundle, config, x, y)
     print_formulas(formulas)
     record = formula_record(formulas[0], bundle, sym, extra={"checkpoint": str(src), "width_pruned": list(bundle.model.width)})
-    if latex_out:
-        atomic_write_text(Path(latex_out), f"{record['latex']}\n")
+    if latex_out:  # a partial formula's file holds comments only (kansym.discover.record.tex_text)
+        write_output_text(Path(latex_out), tex_text(record) if formulas[0].partial else f"{record['latex']}\n")
     if python_out:
-        atomic_write_text(Path(python_out), record["python"])
+        write_output_text(Path(python_out), record["python"])
     if json_out:
-        atomic_write_text(Path(json_out), dumps(record))
+        write_output_text(Path(json_out), dumps(record))

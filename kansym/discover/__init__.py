@@ -14,17 +14,18 @@ against the direct search), :mod:`~kansym.discover.run` (:func:`discover`, :func
 :mod:`~kansym.discover.result` (:class:`Formula`, :class:`Discovery`),
 :mod:`~kansym.discover.resume` (interrupted runs), :mod:`~kansym.discover.record`
 (``formula.json``), :mod:`~kansym.discover.units` and :mod:`~kansym.discover.dimensional`
-(physical units), :mod:`~kansym.discover.pysr` (the PySR backend).
+(physical units; :mod:`~kansym.discover.reduced`: a model of the groups on the table's
+columns), :mod:`~kansym.discover.pysr` (the PySR backend).
 """
 
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.dimensional import UnitsDiscovery, discover_with_units
-from kansym.discover.record import FormulaRecord, formula_record, read_record
+from kansym.discover.record import FormulaRecord, discovery_record, formula_record, read_record
 from kansym.discover.result import Discovery, Formula, RunInterrupted, split_holdout
 from kansym.discover.resume import ResumePoint, load_resume
 from kansym.discover.run import discover, train
 
 __all__ = [
     "DiscoverConfig", "Discovery", "Formula", "RunInterrupted", "UnitsDiscovery", "FormulaRecord", "ResumePoint",
-    "discover", "train", "discover_with_units", "formula_record", "read_record", "load_resume", "split_holdout",
+    "discover", "train", "discover_with_units", "formula_record", "discovery_record", "read_record", "load_resume", "split_holdout",
 ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kansym.config import PlainConfig, check_seed
+from kansym.deadline import DEFAULT_TIME_LIMIT
 from kansym.discover.result import MIN_ROWS
 from kansym.errors import ConfigError
 from kansym.nn.config import KANConfig
@@ -75,11 +76,24 @@ class DiscoverConfig(PlainConfig):
     direct_search : bool
         With one output, at most two inputs and the whole library (``library`` None), also search small formulas directly
         (:mod:`kansym.symbolic.direct`) and let them compete with the KAN's formula.
+    structure : bool
+        With one output, three inputs or more and the whole library, also split the law
+        into sub-laws of one or two inputs on an unsparsified KAN (AI Feynman's
+        separability tests, :mod:`kansym.discover.separate`) and let the formula they make
+        compete with the KAN's.
     complexity_weight : float
         ``w`` of the choice between the KAN's formula and the direct-search candidates:
         the answer minimises ``log10(max(error, 1e-9)) + w * complexity``, error the
         normalised RMS error on the held-out rows, complexity that of the Pareto front
         (:func:`kansym.symbolic.direct.selection_score`). Must be >= 0.
+    time_limit : float or None
+        Seconds the run may take (:class:`kansym.deadline.Deadline`; None: no limit).
+        Once they are spent, each stage stops at its next check with what it has, the
+        stages after it are skipped, and the answer is the best verified formula found
+        so far; :attr:`Discovery.cut_short <kansym.discover.result.Discovery>` names what
+        was cut. The default, :data:`kansym.deadline.DEFAULT_TIME_LIMIT` = 300, is 23 to 54 times the
+        median time of a Feynman equation on 2 cores (docs/algorithms.md §7d). The
+        other budgets count work, so a limit that does not bind changes nothing.
     seed : int
     device : str
     dtype : {"float64", "float32"}
@@ -105,7 +119,9 @@ class DiscoverConfig(PlainConfig):
     shortcut: bool = True
     simplify_edges: bool = True
     direct_search: bool = True
+    structure: bool = True
     complexity_weight: float = 0.05
+    time_limit: float | None = DEFAULT_TIME_LIMIT
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float64"
@@ -126,6 +142,9 @@ class DiscoverConfig(PlainConfig):
             raise ConfigError(f"max_train_rows must be at least {MIN_ROWS}, got {self.max_train_rows}")
         if not 0.0 < self.r2_threshold <= 1.0:
             raise ConfigError(f"r2_threshold must lie in (0, 1], got {self.r2_threshold}")
+        if self.time_limit is not None and not (isinstance(self.time_limit, (int, float))
+                                                and np.isfinite(self.time_limit) and self.time_limit > 0):
+            raise ConfigError(f"time_limit must be a finite number of seconds > 0 or None, got {self.time_limit!r}")
         if not (np.isfinite(self.complexity_weight) and self.complexity_weight >= 0):
             raise ConfigError(f"complexity_weight must be a finite number >= 0, got {self.complexity_weight}")
         if self.library is not None:

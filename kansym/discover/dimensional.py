@@ -21,11 +21,13 @@ import networkx as nx
 import numpy as np
 import sympy
 
+from kansym.deadline import Deadline
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import (
     ColumnScales, check_representable, formula_to_table, symbolic_to_table, working_scales,
 )
-from kansym.discover.result import Discovery, Formula, split_holdout
+from kansym.discover.reduced import reduction_meta
+from kansym.discover.result import ClosedForm, Discovery, Formula, split_holdout
 from kansym.discover.run import discover
 from kansym.discover.structure import interaction_r2
 from kansym.discover.units import Reduction, analyze, parse_unit
@@ -78,6 +80,7 @@ def discover_with_units(
     config: DiscoverConfig | None = None,
     *,
     progress: bool | None = None,
+    deadline: Deadline | None = None,
 ) -> UnitsDiscovery:
     """Discover ``y(x)`` after a dimensional reduction (Buckingham pi, AI Feynman).
 
@@ -92,6 +95,9 @@ def discover_with_units(
         or parsed dicts.
     config : DiscoverConfig, optional
     progress : bool, optional
+    deadline : kansym.deadline.Deadline, optional
+        As :func:`~kansym.discover.run.discover` (default: ``config.time_limit`` from
+        now); the discovery on the groups runs under it.
 
     Returns
     -------
@@ -112,11 +118,13 @@ def discover_with_units(
     the table's units and the models trained on the groups in the groups' units.
     """
     config = config or DiscoverConfig()
+    deadline = Deadline(config.time_limit) if deadline is None else deadline
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64).reshape(x.shape[0], -1)
     scales = working_scales(x, y, list(input_names), [target], config.space)
     res = _discover_with_units(scales.x_to_working(x), scales.y_to_working(y), list(input_names), target, units,
-                               config, progress)
+                               config, progress, deadline)
+    res = replace(res, time_limit=deadline.seconds, cut_short=deadline.cuts)
     return _units_to_table(res, scales, x, y, config)
 
 
@@ -141,7 +149,7 @@ def _units_to_table(res: "UnitsDiscovery", scales: ColumnScales, x, y, config: D
 
 
 def _discover_with_units(x, y, names: list[str], target: str, units, config: DiscoverConfig,
-                         progress) -> "UnitsDiscovery":
+                         progress, deadline: Deadline) -> "UnitsDiscovery":
     """:func:`discover_with_units` on (working-unit) rows."""
     if y.shape[1] != 1:
         raise DataError(f"discovery with units takes one target, got {y.shape[1]}")
@@ -161,7 +169,7 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
     def plain(reason: str | None) -> UnitsDiscovery:
         if reason:
             log.warning("%s; discovering without a dimensional reduction", reason)
-        res = discover(x, y, names, [target], config, progress=progress)
+        res = discover(x, y, names, [target], config, progress=progress, deadline=deadline)
         return UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=None, units=text)
 
     if red is None:
@@ -197,10 +205,13 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
     t0 = time.perf_counter()
     # the KAN (and its checkpoints) predict y / monomial, not the target: name it so, since
     # `kansym symbolify` on those checkpoints prints "<name> = f(groups)"
-    res = discover(g, yp[:, None], list(red.group_names), [f"{target}_reduced"], config, progress=progress)
+    res = discover(g, yp[:, None], list(red.group_names), [f"{target}_reduced"], config, progress=progress,
+                   deadline=deadline)
     formulas = tuple(_map_back(f, res, red, x, yv, fit_idx, test_idx, symbols, target) for f in res.formulas)
     out = UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=red, units=text)
-    out = replace(out, formulas=formulas)
+    meta = reduction_meta(red, target)  # the checkpoints predict from the table's columns (kansym predict)
+    out = replace(out, formulas=formulas, trained=res.trained.replace_model(res.trained.model, reduction=meta),
+                  pruned=res.pruned.replace_model(res.pruned.model, reduction=meta))
     if constant is not None:
         fc, fk = constant.formulas[0], formulas[0]
         # the monomial wins unless the KAN's formula leaves clearly less unexplained (held out)
@@ -281,8 +292,14 @@ def _map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_id
     cands = tuple(replace(c, expr=back(c.expr, simplify=False)) for c in f.candidates)
     front = pareto_front([back(e.expr) if expression_complexity(e.expr) <= 60 else back(e.expr, False)
                           for e in f.front if not e.chosen], expr, symbols, x[test_idx], y[test_idx])
+    closed = None
+    if f.closed_form is not None:  # the best closed form beside a partial formula, re-scored on the columns
+        ce = back(f.closed_form.expr)
+        pred = np.broadcast_to(np.asarray(_predict(ce, symbols, x[test_idx]), dtype=np.float64), (len(test_idx),))
+        closed = ClosedForm(ce, r2_score(y[test_idx], pred, nonfinite="-inf"), expression_complexity(ce),
+                            f.closed_form.origin)
     return Formula(
         expr=expr, raw=raw, symbols=tuple(symbols), fidelity=fid, target=target, candidates=cands,
         r2_test=next(e.r2 for e in front if e.chosen), r2_model_test=r2_score(y[test_idx], y_model_test),
-        n_test=f.n_test, front=front,
+        n_test=f.n_test, front=front, closed_form=closed,
     )

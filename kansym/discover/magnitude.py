@@ -5,7 +5,7 @@ columns of extreme magnitude by exact powers of two (:class:`kansym.io.magnitude
 run every stage on those rows, and move what they produced back here, once:
 
 - each :class:`~kansym.discover.result.Formula` (the answer, the raw composition, the
-  Occam step's candidates, the Pareto front) becomes ``y = 2**k_y g(2**-k_x x)``; R² and
+  Occam step's candidates, the Pareto front, the closed form beside a partial formula) becomes ``y = 2**k_y g(2**-k_x x)``; R² and
   normalised errors are unit-free and stay, absolute errors are multiplied by ``2**k_y``,
   complexities stay those of the law found (a unit factor is no part of it);
 - models (trained, pruned, symbolic) get the transform of the table's units and their
@@ -59,16 +59,20 @@ def formula_to_table(f: Formula, scales: ColumnScales, output: int = 0) -> Formu
     symbols = list(f.symbols)
 
     def back(e: sympy.Expr) -> sympy.Expr:
-        return scales.expr_to_table(e, symbols, output)
+        # 12 significant digits: the last ones of a refit's float (2.50000000000005e+306) are the
+        # arithmetic's, not the data's; the power-of-two map itself is exact
+        e = scales.expr_to_table(e, symbols, output)
+        return e.xreplace({c: sympy.Float(float(f"{float(c):.12g}")) for c in e.atoms(sympy.Float)})
 
     expr = back(f.expr)
     fid = f.fidelity
     fid = Fidelity(fid.r2_data, fid.r2_model, scales.error_to_table(fid.max_abs_err, output),
                    scales.error_to_table(fid.rmse, output))
     reason = f.reason.replace(str(f.expr), str(expr)) if f.reason else f.reason
+    closed = None if f.closed_form is None else replace(f.closed_form, expr=back(f.closed_form.expr))
     return replace(f, expr=expr, raw=back(f.raw), fidelity=fid, reason=reason,
                    candidates=tuple(replace(c, expr=back(c.expr)) for c in f.candidates),
-                   front=tuple(replace(e, expr=back(e.expr)) for e in f.front))
+                   front=tuple(replace(e, expr=back(e.expr)) for e in f.front), closed_form=closed)
 
 
 def symbolic_to_table(sym: SymbolicKAN | None, scales: ColumnScales) -> SymbolicKAN | None:

@@ -16,11 +16,39 @@ from kansym.prune.prune import PruneResult
 from kansym.symbolic.compose import SymbolicKAN, lambdify_formula
 from kansym.symbolic.verify import Fidelity
 
-__all__ = ["Formula", "Discovery", "RunInterrupted", "split_holdout", "MIN_ROWS", "MIN_HOLDOUT_ROWS", "R2_GAP"]
+__all__ = ["Formula", "ClosedForm", "Discovery", "RunInterrupted", "split_holdout", "MIN_ROWS", "MIN_HOLDOUT_ROWS",
+           "R2_GAP"]
 
 MIN_ROWS = 10  # fewer rows cannot train and validate a KAN
 MIN_HOLDOUT_ROWS = 20  # fewer held-out rows than this would make a noisy verdict
 R2_GAP = 0.01  # a formula this much below the model's held-out R² is flagged
+REFERENCE_FACTOR = 10.0  # a formula with this many times the reference model's 1 - R² is flagged ...
+REFERENCE_FLOOR = 1e-4  # ... when its 1 - R² is above this
+
+
+@dataclass(frozen=True)
+class ClosedForm:
+    """The best formula without numeric edges found beside a partial one (:attr:`Formula.closed_form`).
+
+    Attributes
+    ----------
+    expr : sympy.Expr
+        A closed form (no opaque ``phi_l_i_j`` function), its constants refined.
+    r2_test : float
+        Its R² on the rows the partial formula is verified on (held out when there are some).
+    complexity : int
+        :func:`kansym.symbolic.pareto.expression_complexity`.
+    origin : str
+        ``"kan"`` (a formula the Occam step tried) or ``"direct search"``.
+    """
+
+    expr: sympy.Expr
+    r2_test: float
+    complexity: int
+    origin: str = "kan"
+
+    def to_dict(self) -> dict:
+        return {"sympy": str(self.expr), "r2_test": self.r2_test, "complexity": self.complexity, "origin": self.origin}
 
 
 @dataclass(frozen=True)
@@ -54,6 +82,18 @@ class Formula:
         analysis) or ``"pysr"``.
     reason : str
         Why it was chosen over the other kinds ("" when nothing competed).
+    r2_reference_test : float
+        Held-out R² of the reference model: the KAN of the run's width trained without
+        sparsification (the oracle of :mod:`kansym.discover.oracle`); NaN when none was
+        trained. A formula that falls short of it misses structure the data hold, even when
+        the pruned model it came from falls short too.
+    structure : dict or None
+        For ``origin="structure"``: the decomposition of the law into sub-laws
+        (:class:`kansym.discover.separate.Split`, as a dict); None otherwise.
+    closed_form : ClosedForm or None
+        For a partial formula (:attr:`partial`), the best closed form found beside it (by
+        held-out R², then complexity), which did not pass the verification (a verified one
+        would have replaced the partial formula); None otherwise or when none was found.
     """
 
     expr: sympy.Expr
@@ -68,6 +108,9 @@ class Formula:
     front: tuple = ()
     origin: str = "kan"
     reason: str = ""
+    structure: dict | None = None
+    r2_reference_test: float = float("nan")
+    closed_form: ClosedForm | None = None
 
     @property
     def numeric_edges(self) -> tuple[str, ...]:
@@ -75,23 +118,43 @@ class Formula:
         return tuple(sorted({str(f.func) for f in self.expr.atoms(AppliedUndef)}))
 
     @property
+    def partial(self) -> bool:
+        """Whether :attr:`expr` keeps numeric edges: a partial result, never "the formula"
+        (no closed form was verified; :attr:`closed_form` is the best one found)."""
+        return bool(self.numeric_edges)
+
+    @property
+    def status(self) -> str:
+        """``"verified"`` (no :attr:`warning`), ``"unverified"`` (a closed form with a warning)
+        or ``"partial"`` (numeric edges)."""
+        return "partial" if self.partial else ("unverified" if self.warning else "verified")
+
+    @property
     def warning(self) -> str | None:
         """Why this formula must not be taken as the answer as it stands, or None.
 
         Set when its R² on the held-out rows (the fitting rows if none were held out)
         is below the model's by more than ``R2_GAP`` = 0.01 or not above 0 (no better than
-        the target's mean, whatever the model's), or when some edge fitted no primitive and
-        stayed numeric.
+        the target's mean, whatever the model's); when its ``1 - R²`` there is over
+        ``REFERENCE_FACTOR`` = 10 times that of the reference model
+        (:attr:`r2_reference_test`) and above ``REFERENCE_FLOOR`` = 1e-4 (a lack-of-fit test:
+        with noise both approach the noise floor, without it an invented formula stays far
+        above the reference); or when some edge fitted no primitive and stayed numeric (:attr:`partial`).
         """
         notes = []
         if not np.isfinite(self.r2_test) or self.r2_test < self.r2_model_test - R2_GAP:
             notes.append(f"the formula's R² ({self.r2_test:.4f}) is below the model's ({self.r2_model_test:.4f}) "
                          f"by more than {R2_GAP}: it misses part of what the model learned")
+        elif 1.0 - self.r2_test > max(REFERENCE_FACTOR * (1.0 - self.r2_reference_test), REFERENCE_FLOOR):
+            notes.append(f"the formula's R² ({self.r2_test:.6f}) leaves over {REFERENCE_FACTOR:g} times the "
+                         f"unexplained variance of a KAN trained without sparsification ({self.r2_reference_test:.6f}): "
+                         "the data hold structure it misses")
         elif self.r2_test <= 0:  # the model fails too (e.g. one outlying row dominates every squared error)
             notes.append(f"the formula's R² ({self.r2_test:.4f}) is not above 0: it explains nothing of the target's "
                          "variation")
         if self.numeric_edges:
-            notes.append(f"edges {', '.join(self.numeric_edges)} fit no primitive and stay numeric")
+            notes.append(f"edges {', '.join(self.numeric_edges)} fit no primitive and stay numeric: a partial "
+                         "formula, no closed form was verified")
         return "; ".join(notes) or None
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -107,6 +170,9 @@ class Discovery:
     shortcut was tried before the hidden-layer KAN (:class:`DiscoverConfig` ``shortcut``).
     ``screening`` is the :class:`kansym.discover.screen.Screening` of the inputs (None when
     it was off): the models and formulas use the kept columns only.
+    ``time_limit`` is the run's limit in seconds (None: none) and ``cut_short`` what it cut
+    short or skipped (:attr:`kansym.deadline.Deadline.cuts`; empty when it did not bind,
+    and then the run is the same as without a limit).
     """
 
     trained: ModelBundle
@@ -118,6 +184,8 @@ class Discovery:
     seconds: dict
     runs: int = 1
     screening: Any = None
+    time_limit: float | None = None
+    cut_short: tuple[str, ...] = ()
 
 
 class RunInterrupted(KeyboardInterrupt):

@@ -1,4 +1,4 @@
-"""The main job: from a table to a pruned KAN and a verified formula (DESIGN.md §2).
+"""The main job: from a table to a pruned KAN and a verified formula (docs/algorithms.md, "Architecture").
 
 :func:`discover` chains the stages; each returns a new value and none mutates its input::
 
@@ -6,6 +6,11 @@
          -> symbolify (per-edge primitives) -> Occam step -> compose -> refine -> verify
 
 :func:`train` is the training stage alone with its resumable checkpoint (``kansym train``).
+
+Under a time limit (``DiscoverConfig.time_limit``, ``kansym fit --time-limit``) one
+:class:`~kansym.deadline.Deadline` goes to every stage; a stage it has expired in returns
+what it has, the stages that cannot start are skipped, and the answer is the best verified
+formula found by then (:attr:`Discovery.cut_short` names the cuts).
 """
 
 from __future__ import annotations
@@ -18,13 +23,16 @@ from typing import Sequence
 
 import numpy as np
 
+from kansym.deadline import Deadline, time_is_up
+from kansym.discover.budget import stage_deadline
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import discovery_to_table, interrupted_to_table, working_scales
 from kansym.discover.result import MIN_ROWS, Discovery, Formula, RunInterrupted, split_holdout
 from kansym.discover.resume import ResumePoint, resume_record
+from kansym.discover.oracle import structure_stage, wants_structure
 from kansym.discover.screen import screened_discover
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage
-from kansym.discover.structure import additive_r2, choose_space, interaction_r2
+from kansym.discover.structure import additivity, interaction_error
 from kansym.discover.symbolify import symbolify_stage, wants_direct_search
 from kansym.graph.build import to_networkx
 from kansym.io.bundle import ModelBundle
@@ -39,8 +47,6 @@ __all__ = ["discover", "train", "check_run", "Rows"]
 
 log = logging.getLogger("kansym")
 
-ADDITIVE_RESIDUAL = 1e-4  # 1 - R² of the additive model below which the law counts as additive
-SHORTCUT_R2 = 0.9999  # held-out R² at which the additive (hidden-layer-free) run is kept alone
 
 
 @dataclass(frozen=True)
@@ -159,7 +165,7 @@ def train(
 
 
 def _train(x, y, input_names, output_names, config: DiscoverConfig, outer: DiscoverConfig, progress,
-           resume: ResumePoint | None, stage: str, label: str = "") -> ModelBundle:
+           resume: ResumePoint | None, stage: str, label: str = "", deadline: Deadline | None = None) -> ModelBundle:
     """:func:`~kansym.discover.stages.train_stage` with ``config``'s options; on Ctrl-C the
     resumable checkpoint records ``stage`` and the whole run's config ``outer``."""
     tcfg = config.train.replace(seed=config.seed, device=config.device)
@@ -167,7 +173,7 @@ def _train(x, y, input_names, output_names, config: DiscoverConfig, outer: Disco
         return train_stage(
             x, y, input_names, output_names, hidden=config.hidden, grid_size=config.grid_size,
             spline_order=config.spline_order, space=config.space, train=tcfg, seed=config.seed, dtype=config.dtype,
-            resume=resume, progress=progress, label=label,
+            resume=resume, progress=progress, label=label, deadline=deadline,
         )
     except RunInterrupted as stop:
         if stop.bundle is None:
@@ -186,6 +192,7 @@ def discover(
     *,
     progress: bool | None = None,
     resume: ResumePoint | None = None,
+    deadline: Deadline | None = None,
 ) -> Discovery:
     """Find a formula for ``y`` as a function of ``x``: train, prune, symbolify, verify.
 
@@ -207,6 +214,12 @@ def discover(
     resume : ResumePoint, optional
         Continue the training stage of an interrupted run
         (:func:`kansym.discover.resume.load_resume`).
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit, if it started earlier than this call (the CLI starts it
+        before reading the CSV); default: ``Deadline(config.time_limit)`` from now. The
+        run stops soon after it (each stage at its next check, then the verification)
+        with the best verified formula found by then; :attr:`Discovery.cut_short` says
+        what was cut. A limit that does not bind leaves the result as without one.
 
     Returns
     -------
@@ -226,6 +239,7 @@ def discover(
     ConfigError, FitError
     """
     config = config or DiscoverConfig()
+    deadline = Deadline(config.time_limit) if deadline is None else deadline
     x, y = _as_2d(x, y)
 
     def run(cols: Sequence[int], point: ResumePoint | None) -> Discovery:
@@ -236,13 +250,14 @@ def discover(
             point = replace(point, bundle=scales.bundle_to_working(point.bundle))
         try:
             found, rows = _discover(scales.x_to_working(xc), scales.y_to_working(y), names, output_names, config,
-                                    progress, point)
+                                    progress, point, deadline)
         except RunInterrupted as stop:
             raise interrupted_to_table(stop, scales) from None
         return discovery_to_table(found, scales, scales.x_to_table(rows.x), scales.y_to_table(rows.y))
 
     with _blas_threads(config.train.num_threads):
         found = screened_discover(run, x, y, input_names, config, resume)  # input screening (issue 19)
+    found = replace(found, time_limit=deadline.seconds, cut_short=deadline.cuts)
     return _finish(found)
 
 
@@ -269,33 +284,44 @@ def _blas_threads(n: int | None):
     return threadpool_limits(limits=n, user_api="blas")
 
 
-def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress, resume) -> tuple[Discovery, Rows]:
+def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress, resume,
+              deadline: Deadline) -> tuple[Discovery, Rows]:
     """The run on (working-unit) rows: its result (before :func:`_finish`) and the split rows."""
     rows = Rows.split(x, y, config)
     log.info("%s", rows.sizes(config))
     t0 = time.perf_counter()
-    direct = None
+    direct, reference = None, float("nan")
     if wants_direct_search(config, x.shape[1], y.shape[1]):
+        # the constants' noise floor: a smooth fit's held-out error (structure.interaction_error)
+        noise = None if rows.x_test is None else interaction_error(rows.x_train, rows.y_train[:, 0], rows.x_test,
+                                                                   rows.y_test[:, 0])
         direct = direct_search(rows.x, rows.y[:, 0], input_symbols(input_names),
-                               complexity_weight=config.complexity_weight)
+                               complexity_weight=config.complexity_weight, noise=noise,
+                               deadline=stage_deadline(deadline, "direct search"))
+    elif wants_structure(config, x.shape[1], y.shape[1]):
+        direct, reference = structure_stage(rows, input_names, output_names, config, progress,
+                                            deadline=stage_deadline(deadline, "direct search"))
     direct_seconds = time.perf_counter() - t0
     runs = []
     # A resumed run continues the stage it was interrupted in; the stages before it are
     # deterministic and run again, so the result equals the uninterrupted one.
     stage = resume.stage if resume is not None else None
-    additive, floor = _additivity(rows.x_train, rows.y_train, config) if config.shortcut and config.hidden \
+    additive, floor = additivity(rows.x_train, rows.y_train, config) if config.shortcut and config.hidden \
         else (False, 1.0)
     if additive:
         short = _run_once(rows, direct, input_names, output_names, config.replace(hidden=()), config, progress,
-                          resume if stage == "shortcut" else None, "shortcut")
+                          resume if stage == "shortcut" else None, "shortcut", deadline)
         f = short.formulas[0]
         if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= floor):
-            return replace(short, seconds={**short.seconds, "direct": direct_seconds}), rows
+            return _referenced(replace(short, seconds={**short.seconds, "direct": direct_seconds}), reference), rows
+        if time_is_up(stage_deadline(deadline, "training")):  # it could not train
+            deadline.cut("the hidden-layer KAN after the additive shortcut: skipped")
+            return _referenced(replace(short, seconds={**short.seconds, "direct": direct_seconds}), reference), rows
         log.info("the additive KAN's formula has held-out R² %.6g < %.6g; training the hidden layer too",
                  f.r2_test, floor)
         runs.append(short)
     runs.append(_run_once(rows, direct, input_names, output_names, config, config, progress,
-                          resume if stage != "shortcut" else None, "main"))
+                          resume if stage != "shortcut" else None, "main", deadline))
     best = max(runs, key=lambda d: (round(_score(d.formulas[0]), 6), -expression_complexity(d.formulas[0].expr)))
     if len(runs) > 1:
         other = runs[0] if best is runs[1] else runs[1]
@@ -304,7 +330,12 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
                  other.formulas[0].r2_test)
     seconds = {k: sum(d.seconds.get(k, 0.0) for d in runs) for k in runs[-1].seconds}
     seconds["direct"] = direct_seconds
-    return replace(best, seconds=seconds, runs=len(runs)), rows
+    return _referenced(replace(best, seconds=seconds, runs=len(runs)), reference), rows
+
+
+def _referenced(found: Discovery, r2_reference: float) -> Discovery:
+    """``found`` with the reference model's held-out R² on its formulas (their verification)."""
+    return replace(found, formulas=tuple(replace(f, r2_reference_test=r2_reference) for f in found.formulas))
 
 
 def _finish(result: Discovery) -> Discovery:
@@ -321,32 +352,6 @@ def _score(f: Formula) -> float:
     return f.r2_test if np.isfinite(f.r2_test) else -np.inf
 
 
-def _additivity(x: np.ndarray, y: np.ndarray, config: DiscoverConfig) -> tuple[bool, float]:
-    """Whether the law is additive in the units the KAN will learn in, and the held-out
-    R² a formula of the additive KAN must reach to be kept alone.
-
-    One input is always additive. Otherwise the residual ``1 - R²`` of the additive
-    model must be at most ``ADDITIVE_RESIDUAL``, or at most twice that of the model with
-    pairwise interactions when the latter is below 1 % (noise makes both equal; a law
-    neither model follows is not called additive). The R² to reach is
-    ``1 - max(1 - SHORTCUT_R2, 3 * r)``, ``r`` the residual of the model with interactions
-    in CSV units (about the noise floor), and at least 0.999.
-    """
-    if y.shape[1] != 1:
-        return False, SHORTCUT_R2
-    space = choose_space(x, y, config.space)
-    g = np.log if space == "log" else (lambda a: a)
-    fit_r2 = interaction_r2 if x.shape[1] > 1 else additive_r2  # one input: the polynomial is the full model
-    res_full = max(1.0 - fit_r2(g(x), g(y)), 0.0)
-    # the formula's R² is measured in CSV units: so is the noise floor it is held to
-    noise = max(1.0 - fit_r2(x, y), 0.0)
-    floor = 1.0 - min(max(1.0 - SHORTCUT_R2, 3.0 * noise), 1e-3)
-    if x.shape[1] == 1:
-        return True, floor
-    res_add = 1.0 - additive_r2(g(x), g(y))
-    return res_add <= ADDITIVE_RESIDUAL or (res_add <= 2.0 * res_full and res_full <= 0.01), floor
-
-
 def _finetune_grid(config: DiscoverConfig, n_rows: int) -> int | None:
     """The polishing grid, never finer than about 20 rows per interval (small tables overfit)."""
     if not config.finetune_grid_size:
@@ -356,13 +361,18 @@ def _finetune_grid(config: DiscoverConfig, n_rows: int) -> int | None:
 
 def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names, output_names,
               config: DiscoverConfig, outer: DiscoverConfig, progress, resume: ResumePoint | None,
-              stage: str) -> Discovery:
-    """One train -> prune -> fine-tune -> symbolify run on prepared rows."""
+              stage: str, deadline: Deadline | None = None) -> Discovery:
+    """One train -> prune -> fine-tune -> symbolify run on prepared rows.
+
+    Each stage gets its share of ``deadline`` (:func:`kansym.discover.budget.stage_deadline`);
+    once they are all up the run still does the least that gives a formula to verify: one
+    training step, the pruning, per-edge linear fits and the verification.
+    """
     seconds = {}
     t0 = time.perf_counter()
     label = "additive shortcut: no hidden layer" if stage == "shortcut" else ""
     trained = _train(rows.x_train, rows.y_train, input_names, output_names, config, outer, progress, resume, stage,
-                     label)
+                     label, stage_deadline(deadline, "training"))
     seconds["train"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -371,6 +381,7 @@ def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names,
     pruned = finetune_stage(
         pruned, rows.x_train, rows.y_train, train=config.finetune.replace(seed=config.seed, device=config.device),
         grid_size=_finetune_grid(config, rows.x_train.shape[0]), dtype=config.dtype, progress=progress,
+        deadline=stage_deadline(deadline, "fine-tuning"),
     )
     seconds["prune"] = time.perf_counter() - t0
 
@@ -378,7 +389,7 @@ def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names,
     sym, formulas = symbolify_stage(
         pruned, rows.x, rows.y, rows.x_test, rows.y_test, library=config.library,
         r2_threshold=config.r2_threshold, min_edge_r2=config.min_edge_r2, simplify=config.simplify_edges,
-        direct=direct, complexity_weight=config.complexity_weight,
+        direct=direct, complexity_weight=config.complexity_weight, deadline=deadline,
     )
     seconds["symbolify"] = time.perf_counter() - t0
 

@@ -1,7 +1,9 @@
-"""The model stages of discovery: train (L1 + entropy), prune, fine-tune (DESIGN.md §2).
+"""The model stages of discovery: train (L1 + entropy), prune, fine-tune (docs/algorithms.md, "Architecture").
 
 Each stage takes the options it uses as keyword arguments, returns a new
-:class:`~kansym.io.bundle.ModelBundle` and leaves its input unchanged. The symbolic
+:class:`~kansym.io.bundle.ModelBundle` and leaves its input unchanged. With the run's
+:class:`~kansym.deadline.Deadline`, training and fine-tuning stop at a step boundary once
+it has expired (fine-tuning is skipped when it has expired before), and say so. The symbolic
 stages are in :mod:`kansym.discover.symbolify`; :func:`kansym.discover.run.discover`
 chains them all.
 """
@@ -16,6 +18,7 @@ import torch
 
 from kansym.discover.result import MIN_ROWS, RunInterrupted
 from kansym.discover.resume import ResumePoint
+from kansym.deadline import Deadline, time_is_up
 from kansym.discover.structure import choose_space
 from kansym.errors import DataError
 from kansym.io.bundle import ModelBundle
@@ -55,6 +58,7 @@ def train_stage(
     resume: ResumePoint | None = None,
     progress: bool | None = None,
     label: str = "",
+    deadline: Deadline | None = None,
 ) -> ModelBundle:
     """Train a sparsified KAN of width ``(d_in, *hidden, d_out)`` on CSV-unit rows and bundle it.
 
@@ -77,6 +81,9 @@ def train_stage(
     progress : bool, optional
     label : str
         Said in the log line (e.g. ``"additive shortcut"``).
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit: training stops at the first step boundary after it (one
+        step at least) and the cut is recorded (``"training: 6 of 20 steps"``).
 
     Raises
     ------
@@ -114,12 +121,15 @@ def train_stage(
     u = torch.as_tensor(transform.inputs(x), dtype=torch_type)
     v = torch.as_tensor(transform.targets(y), dtype=torch_type)
     try:
-        result = fit(model, u, v, train, progress=progress, resume=state)
+        result = fit(model, u, v, train, progress=progress, resume=state, deadline=deadline)
     except FitInterrupted as stop:
         meta = {"space": space, "train_config": train.to_dict(), "history": stop.result.history.to_dict()}
         partial = ModelBundle.create(stop.result.model.cpu(), transform, input_names, output_names, x, y,
                                      meta=meta, seed=seed)
         raise RunInterrupted(str(stop), bundle=partial, state=stop.state) from None
+    if result.cut_short:
+        run = f" ({label.split(':')[0]})" if label else ""
+        deadline.cut(f"training{run}: {len(result.history.step)} of {train.steps} steps")
     meta = {"space": space, "train_config": train.to_dict(), "history": result.history.to_dict()}
     return ModelBundle.create(result.model.cpu(), transform, input_names, output_names, x, y, meta=meta, seed=seed)
 
@@ -154,19 +164,29 @@ def finetune_stage(
     grid_size: int | None,
     dtype: str = "float64",
     progress: bool | None = None,
+    deadline: Deadline | None = None,
 ) -> ModelBundle:
     """Polish a (pruned) bundled model on CSV-unit rows without sparsity, on a grid of
     ``grid_size`` intervals (KAN paper §2.4, grid extension; None keeps the grid).
+
+    With an expired ``deadline`` (:class:`~kansym.deadline.Deadline`) the bundle is
+    returned as it is (grid included) and the skip recorded; one that expires during
+    the polish stops it at a step boundary.
 
     Raises
     ------
     FitError
         The loss diverged.
     """
+    if time_is_up(deadline):
+        deadline.cut("fine-tuning: skipped")
+        return bundle
     torch_type = torch_dtype(dtype)
     cfg = bundle.model.config
     check_training_memory(bundle.model.width, grid_size or cfg.grid_size, cfg.spline_order, x.shape[0])
     u = torch.as_tensor(bundle.transform.inputs(x), dtype=torch_type)
     v = torch.as_tensor(bundle.transform.targets(y), dtype=torch_type)
-    ft = finetune(bundle.model, u, v, grid_size=grid_size, config=train, progress=progress)
+    ft = finetune(bundle.model, u, v, grid_size=grid_size, config=train, progress=progress, deadline=deadline)
+    if ft.cut_short:
+        deadline.cut(f"fine-tuning: {len(ft.history.step)} of {train.steps} steps")
     return bundle.replace_model(ft.model.cpu(), finetune_history=ft.history.to_dict())

@@ -6,19 +6,22 @@ Cheap least-squares fits that tell the pipeline how to set up the KAN:
   (Udrescu & Tegmark 2020, "AI Feynman: a physics-inspired method for symbolic
   regression", Sci. Adv. 6:eaay2631, §2), done with fitted polynomial models instead of
   a neural network: an additive law scores 1 on the first; the second is the accuracy a
-  smooth non-additive fit reaches (about the noise floor).
+  smooth non-additive fit reaches (about the noise floor); :func:`interaction_error` is
+  the same fit's error on held-out rows, a noise floor for the constants of a formula.
 - :func:`choose_space`: whether the KAN learns in log units (a product of powers is
   additive there) or in linear units.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from kansym.errors import DataError
-from kansym.symbolic.verify import r2_score
+from kansym.symbolic.verify import nrmse, r2_score
 
-__all__ = ["choose_space", "additive_r2", "interaction_r2", "legendre_features"]
+__all__ = ["choose_space", "additive_r2", "interaction_r2", "interaction_error", "additivity", "legendre_features"]
 
 
 def legendre_features(x: np.ndarray, degree: int, pairs: int, lo: np.ndarray | None = None,
@@ -75,6 +78,22 @@ def interaction_r2(x: np.ndarray, y: np.ndarray, *, degree: int = 5, pairs: int 
     return _lstsq_r2(legendre_features(x, degree, pairs), y)
 
 
+def interaction_error(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, *,
+                      degree: int = 5, pairs: int = 2, max_rows: int = 2000) -> float:
+    """Normalised RMS error (:func:`kansym.symbolic.verify.nrmse`) on held-out rows of the
+    model of :func:`interaction_r2` fitted on ``x, y``: a noise floor estimated from the data
+    without the KAN (fitted and judged on different rows, so a table of few rows, where the
+    polynomial would follow every point, gets no false floor). ``inf`` when it cannot be fitted."""
+    x, y = _rows(x, y, max_rows)
+    xt = np.asarray(x_test, dtype=np.float64)
+    yt = np.asarray(y_test, dtype=np.float64).reshape(xt.shape[0], -1)[:, 0]
+    A = legendre_features(x, degree, pairs)
+    if A.shape[1] >= x.shape[0] or not (np.all(np.isfinite(A)) and np.all(np.isfinite(y))):
+        return float("inf")
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    return nrmse(yt, legendre_features(xt, degree, pairs, x.min(axis=0), x.max(axis=0)) @ coef)
+
+
 def choose_space(x: np.ndarray, y: np.ndarray, space: str = "auto", *, decades: float = 2.0) -> str:
     """Pick ``"linear"`` or ``"log"`` for a table.
 
@@ -115,3 +134,34 @@ def choose_space(x: np.ndarray, y: np.ndarray, space: str = "auto", *, decades: 
     res_lin = 1.0 - additive_r2(x, y)
     res_log = 1.0 - additive_r2(np.log(x), np.log(y))
     return "log" if res_lin > 1e-3 and res_log <= 0.25 * res_lin else "linear"
+
+
+ADDITIVE_RESIDUAL = 1e-4  # 1 - R² of the additive model below which the law counts as additive
+SHORTCUT_R2 = 0.9999  # held-out R² at which the additive (hidden-layer-free) run is kept alone
+
+
+def additivity(x: np.ndarray, y: np.ndarray, config: Any) -> tuple[bool, float]:
+    """Whether the law is additive in the units the KAN will learn in, and the held-out
+    R² a formula of the additive KAN must reach to be kept alone.
+
+    One input is always additive. Otherwise the residual ``1 - R²`` of the additive
+    model must be at most ``ADDITIVE_RESIDUAL``, or at most twice that of the model with
+    pairwise interactions when the latter is below 1 % (noise makes both equal; a law
+    neither model follows is not called additive). The R² to reach is
+    ``1 - max(1 - SHORTCUT_R2, 3 * r)``, ``r`` the residual of the model with interactions
+    in CSV units (about the noise floor), and at least 0.999. ``config`` is the run's
+    :class:`~kansym.discover.config.DiscoverConfig` (its ``space``).
+    """
+    if y.shape[1] != 1:
+        return False, SHORTCUT_R2
+    space = choose_space(x, y, config.space)
+    g = np.log if space == "log" else (lambda a: a)
+    fit_r2 = interaction_r2 if x.shape[1] > 1 else additive_r2  # one input: the polynomial is the full model
+    res_full = max(1.0 - fit_r2(g(x), g(y)), 0.0)
+    # the formula's R² is measured in CSV units: so is the noise floor it is held to
+    noise = max(1.0 - fit_r2(x, y), 0.0)
+    floor = 1.0 - min(max(1.0 - SHORTCUT_R2, 3.0 * noise), 1e-3)
+    if x.shape[1] == 1:
+        return True, floor
+    res_add = 1.0 - additive_r2(g(x), g(y))
+    return res_add <= ADDITIVE_RESIDUAL or (res_add <= 2.0 * res_full and res_full <= 0.01), floor

@@ -1,7 +1,7 @@
 """The symbolic stages of discovery: symbolify -> Occam step -> compose -> refine -> verify.
 
 :func:`symbolify_stage` turns a (pruned) model bundle into verified formulas
-(DESIGN.md §2; docs/algorithms.md §5-§9): a primitive per edge
+(docs/algorithms.md §5-§9): a primitive per edge
 (:func:`kansym.symbolic.compose.symbolify`), simpler primitives where the data allow
 (:func:`kansym.symbolic.occam.simplify_edges`), composition, refinement of the constants
 (:func:`kansym.symbolic.refine.refine`), verification on held-out rows and the Pareto
@@ -20,19 +20,24 @@ from typing import Sequence
 import numpy as np
 import sympy
 
+from kansym.deadline import Deadline, time_is_up
+from kansym.discover.budget import stage_deadline
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import check_representable, formula_to_table, symbolic_to_table, working_scales
+from kansym.discover.partial import settle_partial
 from kansym.discover.result import R2_GAP, Formula
+from kansym.discover.structure import interaction_error
 from kansym.io.bundle import ModelBundle
 from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
 from kansym.symbolic.direct import DirectCandidate, direct_search, selection_score
 from kansym.symbolic.occam import Candidate, simplify_edges
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import refine
+from kansym.symbolic.snap import round_constants
 from kansym.symbolic.verify import Fidelity, fidelity, nrmse, r2_score
 
 __all__ = ["symbolify_stage", "symbolify_bundle", "choose_formula", "wants_direct_search", "occam_candidates",
-           "EXACT_DIRECT_ERROR", "DIRECT_MARGIN"]
+           "noise_floor", "EXACT_DIRECT_ERROR", "DIRECT_MARGIN"]
 
 log = logging.getLogger("kansym")
 
@@ -61,6 +66,7 @@ def symbolify_stage(
     simplify: bool = True,
     direct: Sequence[DirectCandidate] | None = None,
     complexity_weight: float = 0.05,
+    deadline: Deadline | None = None,
 ) -> tuple[SymbolicKAN, tuple[Formula, ...]]:
     """Symbolify a bundled model, compose, refine and verify its formulas.
 
@@ -86,6 +92,13 @@ def symbolify_stage(
         competition.
     complexity_weight : float
         ``w`` of :func:`~kansym.symbolic.direct.selection_score`.
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit. The per-edge fits, the Occam step and the refinement each
+        stop early once their share of it is up (:func:`kansym.discover.budget.stage_deadline`;
+        see theirs), and a step whose share is up before it starts is skipped (the Occam
+        step: the per-edge choices stand; the refinement: the Occam step's last accepted
+        formula stands); each cut is recorded. The verification and the choice against
+        the direct search always run: the answer is the best verified formula found so far.
 
     Returns
     -------
@@ -100,20 +113,32 @@ def symbolify_stage(
     # an exact direct formula makes the KAN's Occam step and refit (minutes on some 2-input laws) moot
     exact_direct = bool(direct) and min(c.error for c in direct) <= EXACT_DIRECT_ERROR
     occam = len(bundle.output_names) == 1 and simplify and not exact_direct
+    fits_by, occam_by, refine_by = (stage_deadline(deadline, s) for s in ("per-edge fits", "Occam step", "refinement"))
     sym, candidates = symbolify(
         bundle.model, bundle.model_inputs(x).double(), bundle.transform, bundle.input_names, bundle.output_names,
         library=library, r2_threshold=r2_threshold, min_r2=min_edge_r2,
-        exhaustive=occam,  # the alternatives of every edge are refined only for the Occam step
+        exhaustive=occam and not time_is_up(occam_by),  # the alternatives are refined only for the Occam step
+        deadline=fits_by,
     )
-    if occam:
-        sym, tried = simplify_edges(sym, candidates, symbols, x, y[:, 0])
+    if occam and time_is_up(occam_by):
+        occam_by.cut("Occam step: skipped")
+    elif occam:
+        sym, tried = simplify_edges(sym, candidates, symbols, x, y[:, 0], deadline=occam_by)
     y_model = bundle.predict(x)
     y_model_test = bundle.predict(x_test)
     loss_space = "log" if bundle.transform.log_space else "linear"
     formulas = []
     for k, raw in enumerate(sym.expressions(symbols)):
-        # with an exact direct formula the KAN's composition is only shown, not refined
-        expr = raw if exact_direct else refine(raw, symbols, x, y[:, k], loss_space=loss_space)
+        # the noise floor of the constants' snapping: the model's or a smooth fit's held-out error
+        noise = noise_floor(y_test[:, k], y_model_test[:, k], loss_space,
+                            smooth=(x, y[:, k], x_test, y_test[:, k]) if held_out else None)
+        if exact_direct:  # with an exact direct formula the KAN's composition is only shown, not refined
+            expr = raw
+        elif time_is_up(refine_by):  # the best so far: the Occam step's last accepted formula (constants refit)
+            refine_by.cut("refinement: skipped")
+            expr = next((c.expr for c in reversed(tried) if c.accepted), raw)
+        else:
+            expr = refine(raw, symbols, x, y[:, k], loss_space=loss_space, noise=noise, deadline=refine_by)
         fid = fidelity(lambdify_formula(expr, symbols), x, y[:, k], y_model[:, k]) if _finite(expr, symbols, x) else None
         # a composition undefined on some rows (an edge's fit left its domain) is scored as such
         raw_fid = fidelity(lambdify_formula(raw, symbols), x, y[:, k], y_model[:, k]) if _finite(raw, symbols, x) \
@@ -121,7 +146,7 @@ def symbolify_stage(
         if fid is None or fid.r2_data < raw_fid.r2_data - 1e-6:
             log.info("refinement lowered R² (%s < %.6g); keeping the raw composition",
                      "nan" if fid is None else f"{fid.r2_data:.6g}", raw_fid.r2_data)
-            expr, fid = raw, raw_fid
+            expr, fid = _rounded_raw(raw, raw_fid, symbols, x, y[:, k], y_model[:, k], loss_space, noise)
         yt = y_test[:, k]
         front = pareto_front([c.expr for c in tried] + [raw], expr, symbols, x_test, yt)
         formula = Formula(
@@ -131,7 +156,11 @@ def symbolify_stage(
             front=front,
         )
         if direct is not None and len(bundle.output_names) == 1:
-            formula = choose_formula(formula, direct, complexity_weight, x, y[:, 0], y_model[:, 0], x_test, yt)
+            formula = choose_formula(formula, direct, complexity_weight, x, y[:, 0], y_model[:, 0], x_test, yt,
+                                     log_space=loss_space == "log")
+        # numeric edges make a partial formula, never the answer (kansym.discover.partial)
+        formula = settle_partial(formula, direct, x, y[:, k], y_model[:, k], x_test, yt, loss_space=loss_space,
+                                 noise=noise)
         formulas.append(formula)
     return sym, tuple(formulas)
 
@@ -213,10 +242,13 @@ def occam_candidates(bundle: ModelBundle, *, library: Sequence[str] | None = Non
 
 
 def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: float, x: np.ndarray, y: np.ndarray,
-                   y_model: np.ndarray, x_test: np.ndarray, y_test: np.ndarray) -> Formula:
+                   y_model: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, *, log_space: bool = False) -> Formula:
     """The KAN's formula or a direct-search candidate, whichever has the lowest
     :func:`~kansym.symbolic.direct.selection_score` (normalised RMS error on the held-out
-    rows, complexity); the Pareto front lists both kinds.
+    rows, complexity); the Pareto front lists both kinds. With ``log_space`` (a model that
+    learned in log units: a positive target over decades) the error is that of ``log y``, so
+    that the largest values do not hide a misfit of the small ones (Kepler's periods: a law
+    without the primary's mass reaches R² 0.99999 in days on the planets and misses the moons).
 
     A verified KAN formula (no :attr:`Formula.warning`) is displaced by a formula that is
     not simpler only with a score lower by ``DIRECT_MARGIN`` (a 10**0.5-fold smaller
@@ -231,13 +263,15 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
         """(selection score, R²) on the held-out rows."""
         with np.errstate(all="ignore"):
             pred = np.broadcast_to(lambdify_formula(expr, kan.symbols)(x_test), y_test.shape)
-        return selection_score(nrmse(y_test, pred), expression_complexity(expr), weight), \
-            r2_score(y_test, pred, nonfinite="-inf")
+            error = nrmse(y_test, pred)
+            if log_space:  # a target over decades: the error of the units the model learned in
+                error = nrmse(np.log(y_test), np.log(pred)) if np.all(pred > 0) else math.inf
+        return selection_score(error, expression_complexity(expr), weight), r2_score(y_test, pred, nonfinite="-inf")
 
     def on_kan_symbols(expr: sympy.Expr) -> sympy.Expr:
         return expr.xreplace({s: t for s in expr.free_symbols for t in kan.symbols if s.name == t.name})
 
-    best, best_r2 = kan.expr, kan.r2_test
+    best, best_r2, origin, structure = kan.expr, kan.r2_test, kan.origin, kan.structure
     kan_score, kan_complexity = scored(kan.expr)[0], expression_complexity(kan.expr)
     best_score = math.inf
     for c in direct:
@@ -249,20 +283,59 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
             continue  # never trade a verified formula for one that fails verification (e.g. a heavy weight's constant)
         margin = 0.0 if kan.warning or expression_complexity(expr) < kan_complexity else DIRECT_MARGIN
         if s < min(best_score, kan_score - margin) - 1e-12:
-            best, best_r2, best_score = expr, r2, s
+            best, best_r2, best_score, origin, structure = expr, r2, s, c.origin, c.structure
     if best is kan.expr:
         return kan
     others = [e.expr for e in kan.front] + [kan.expr] + [on_kan_symbols(c.expr) for c in direct]
     front = pareto_front(others, best, kan.symbols, x_test, y_test)
     why = ("the KAN's formula is not verified" if kan.warning else
            f"selection score {best_score:.3f} < {kan_score:.3f} (log10 error + {weight:g} x complexity)")
-    reason = (f"direct search: {best} (R² {best_r2:.6g}, complexity {expression_complexity(best)}) chosen over the "
+    reason = (f"{origin}: {best} (R² {best_r2:.6g}, complexity {expression_complexity(best)}) chosen over the "
               f"KAN's formula (R² {kan.r2_test:.6g}, complexity {kan_complexity}): {why}")
     return Formula(expr=best, raw=kan.raw, symbols=kan.symbols,
                    fidelity=fidelity(lambdify_formula(best, kan.symbols), x, y, y_model), target=kan.target,
                    candidates=kan.candidates, r2_test=next(e.r2 for e in front if e.chosen),
-                   r2_model_test=kan.r2_model_test, n_test=kan.n_test, front=front, origin="direct search",
+                   r2_model_test=kan.r2_model_test, n_test=kan.n_test, front=front, origin=origin, structure=structure,
                    reason=reason)
+
+
+def _rounded_raw(raw: sympy.Expr, raw_fid: Fidelity, symbols, x: np.ndarray, y: np.ndarray, y_model: np.ndarray,
+                 loss_space: str, noise: float | None) -> tuple[sympy.Expr, Fidelity]:
+    """The raw composition with its floats rounded to the precision of their standard errors
+    (:func:`kansym.symbolic.snap.round_constants`), when that keeps its R² within 1e-6; else
+    as it is."""
+    if not np.isfinite(raw_fid.r2_data):
+        return raw, raw_fid
+    try:
+        rounded = round_constants(raw, symbols, x, y, loss_space=loss_space, noise=noise)
+    except (ValueError, ArithmeticError, TypeError):
+        return raw, raw_fid
+    if not _finite(rounded, symbols, x):
+        return raw, raw_fid
+    fid = fidelity(lambdify_formula(rounded, symbols), x, y, y_model)
+    return (rounded, fid) if fid.r2_data >= raw_fid.r2_data - 1e-6 else (raw, raw_fid)
+
+
+def noise_floor(y: np.ndarray, y_model: np.ndarray, loss_space: str, smooth: tuple | None = None) -> float | None:
+    """The noise floor :func:`kansym.symbolic.refine.refine` holds a formula's constants to: the
+    smaller of the model's normalised RMS error on ``y`` (held-out rows) and, given ``smooth =
+    (x, y, x_test, y_test)``, that of a smooth polynomial fit on ``x, y`` judged on the held-out
+    rows (:func:`kansym.discover.structure.interaction_error`: a model the KAN did not learn well
+    says nothing about the noise), in the loss space of the refit (of the logs in log space). None
+    when neither can be computed (a non-positive value in log space)."""
+    log_space = loss_space == "log"
+    out = []
+    with np.errstate(all="ignore"):
+        if not log_space or (np.all(y > 0) and np.all(y_model > 0)):
+            out.append(nrmse(np.log(y), np.log(y_model)) if log_space else nrmse(y, y_model))
+        if smooth is not None:
+            xs, ys, xt, yt = smooth
+            if log_space and np.all(xs > 0) and np.all(xt > 0) and np.all(ys > 0) and np.all(yt > 0):
+                out.append(interaction_error(np.log(xs), np.log(ys), np.log(xt), np.log(yt)))
+            elif not log_space:
+                out.append(interaction_error(xs, ys, xt, yt))
+    out = [float(e) for e in out if math.isfinite(e)]
+    return min(out) if out else None
 
 
 def _finite(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray) -> bool:

@@ -1,4 +1,4 @@
-"""KAN-GPT: a GPT whose feed-forward blocks are KANs (DESIGN.md §4)."""
+"""KAN-GPT: a GPT whose feed-forward blocks are KANs (docs/algorithms.md §11)."""
 
 from kansym.gpt.config import FFN_KINDS, KANGPTConfig, match_kan_hidden, parse_ffn
 from kansym.gpt.model import KANGPT

@@ -1,4 +1,4 @@
-"""Configuration of a KAN-GPT (one frozen dataclass, DESIGN.md §4-§5)."""
+"""Configuration of a KAN-GPT (one frozen dataclass, docs/algorithms.md §11 and "Conventions")."""
 
 from __future__ import annotations
 

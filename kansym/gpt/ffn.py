@@ -5,7 +5,7 @@ All map ``(B, T, C) -> (B, T, C)``. The KAN FFN replaces GPT-2's
 (Liu et al. 2024, "KAN: Kolmogorov–Arnold Networks", arXiv:2404.19756, eq. 2.10), on
 any basis of :mod:`kansym.nn.bases`.
 
-Sparsification here is *weight-based* (DESIGN.md §3): the magnitude of edge ``(i, j)``
+Sparsification here is *weight-based* (docs/algorithms.md §11): the magnitude of edge ``(i, j)``
 is ``|w_b,ji| + |w_s,ji| mean_k |c_jik|`` instead of the sampled ``mean_s |phi_ji(x_s)|``
 of the paper's eq. 2.17, because a ``(B T, out, in)`` activation tensor per layer is
 too large for a GPT. Unlike :func:`kansym.train.regularization.edge_weight_l1` it

@@ -1,5 +1,5 @@
 """Attention heads of a KAN-GPT: overlap of output projections, attention similarity,
-ablation importance and an orthogonality penalty (DESIGN.md §4; reordering: head_order.py).
+ablation importance and an orthogonality penalty (docs/algorithms.md §10; reordering: head_order.py).
 
 Per layer, the output projection of head ``h`` is ``W_O^(h)``, ``(d_head, C)``: the
 attention output is ``sum_h y_h W_O^(h)``. Two overlap measures between heads ``i, j``:

@@ -4,7 +4,7 @@ The decoder follows GPT-2 (Radford et al. 2019, "Language Models are Unsupervise
 Multitask Learners") as laid out in Karpathy's nanoGPT: learned token and position
 embeddings, ``n_layer`` blocks ``x + attn(ln_1(x))`` then ``x + ffn(ln_2(x))``, a final
 LayerNorm and an output head tied to the token embedding (Press & Wolf 2017,
-arXiv:1608.05859). The FFN of each block is chosen by ``config.ffn`` (DESIGN.md §4):
+arXiv:1608.05859). The FFN of each block is chosen by ``config.ffn`` (docs/algorithms.md §11):
 an MLP, a KAN (Liu et al. 2024, arXiv:2404.19756) or a KAN with a linear shortcut.
 """
 

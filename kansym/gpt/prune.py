@@ -244,7 +244,7 @@ def prune_gpt(
     ----------
     model : KANGPT
     theta : float
-        Score threshold (DESIGN.md §3), > 0; a fraction of each layer's strongest
+        Score threshold (docs/algorithms.md §11), > 0; a fraction of each layer's strongest
         unit when ``relative``.
     idx : LongTensor (B, T), optional
         Tokens of real text for the ``sample`` and ``output`` scores.

@@ -3,7 +3,7 @@
 Node ``(l, i)`` is neuron ``i`` of layer ``l`` (layer 0 = inputs, layer ``L`` =
 outputs); edge ``(l, i) -> (l + 1, j)`` is the function ``phi_{l, j, i}`` of
 ``model.layers[l]``, present iff its mask entry ``mask[j, i]`` is non-zero. Edge ids
-follow DESIGN.md §5: ``(layer, i_in, j_out)``.
+follow docs/algorithms.md, "Conventions": ``(layer, i_in, j_out)``.
 
 The graph is a snapshot: it copies numbers out of the model and never refers back
 to it, so later training does not change it.

@@ -2,7 +2,7 @@
 
 A bundle holds the model (config + tensors), the CSV <-> model unit transform, the
 column names and a calibration sample of CSV rows, so ``kansym prune ckpt.pt`` and
-``kansym symbolify ckpt.pt`` work from the checkpoint alone (DESIGN.md §2).
+``kansym symbolify ckpt.pt`` work from the checkpoint alone (docs/algorithms.md, "Architecture").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Safe checkpoints: plain dicts of tensors, written atomically, loaded without code.
 
-A kansym checkpoint is ``torch.save`` of a plain dict (DESIGN.md §5) carrying a
+A kansym checkpoint is ``torch.save`` of a plain dict (docs/algorithms.md, "Conventions") carrying a
 header::
 
     {"format": "kansym", "version": 1, "kind": "kan" | "kan-gpt" | ..., ...}

@@ -1,7 +1,7 @@
 """Affine per-column scaling between CSV units and the units a KAN sees.
 
 Inputs are scaled onto ``[-1, 1]`` by min/max (the default B-spline grid range);
-targets are standardised to mean 0 and std 1 (DESIGN.md §2).
+targets are standardised to mean 0 and std 1 (docs/algorithms.md §1).
 """
 
 from __future__ import annotations

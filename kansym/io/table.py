@@ -1,6 +1,6 @@
 """The checked table of numbers a KAN learns from, and the rules a table must satisfy.
 
-:class:`Table` is the value of the first stage of the data flow (DESIGN.md §2);
+:class:`Table` is the value of the first stage of the data flow (docs/algorithms.md, "Architecture");
 :func:`read_table_from_frame` turns a pandas DataFrame into one, raising a
 :class:`~kansym.errors.DataError` with one actionable sentence for every mistake a
 person can make with a table (a typo in a column name, a text column, a blank cell, a
@@ -117,7 +117,7 @@ def read_table_from_frame(
     if not targets:
         raise DataError("no target column given; name the column to predict.")
     _check_present(targets, columns, source, "target")
-    _check_duplicates(targets, "the target list")
+    _check_duplicates(targets, "the target list", listed=True)
     notices: list[str] = []
 
     if inputs is None:
@@ -134,7 +134,7 @@ def read_table_from_frame(
     else:
         names = [str(c) for c in inputs]
         _check_present(names, columns, source, "input")
-        _check_duplicates(names, "the input list")
+        _check_duplicates(names, "the input list", listed=True)
         both = [c for c in names if c in targets]
         if both:
             raise DataError(
@@ -265,13 +265,17 @@ def _numeric_column(s: pd.Series, name: str, source: str) -> np.ndarray:
     return converted.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
-def _check_duplicates(columns: Sequence[str], source: str) -> None:
+def _check_duplicates(columns: Sequence[str], source: str, *, listed: bool = False) -> None:
+    """Refuse a column named twice: in a file's header (rename), or in a list of columns the
+    caller gave (``listed``: name it once)."""
     seen: set[str] = set()
     dups: list[str] = []
     for c in columns:
         if c in seen and c not in dups:
             dups.append(c)
         seen.add(c)
+    if dups and listed:
+        raise DataError(f"{source} repeats the column(s) {', '.join(repr(d) for d in dups)}; name each column once")
     if dups:
         raise DataError(
             f"{source} has duplicate column name(s) {', '.join(repr(d) for d in dups)}; "

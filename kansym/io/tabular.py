@@ -1,6 +1,6 @@
 """Tables of numbers from CSV files, checked and ready for a KAN.
 
-The first stage of the data flow (DESIGN.md §2)::
+The first stage of the data flow (docs/algorithms.md, "Architecture")::
 
     data.csv --read_table--> Table(x (N, d_in), y (N, d_out), names, notices)
 

@@ -1,4 +1,4 @@
-"""Configuration of a KAN model (one frozen dataclass, DESIGN.md §5)."""
+"""Configuration of a KAN model (one frozen dataclass, docs/algorithms.md, "Conventions")."""
 
 from __future__ import annotations
 

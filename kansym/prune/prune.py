@@ -1,7 +1,7 @@
 """Node pruning of a KAN: scores on data, masks, and surgery into a smaller KAN.
 
 Source: Liu et al. 2024, "KAN: Kolmogorov–Arnold Networks", arXiv:2404.19756,
-§2.5.1 (DESIGN.md §3): a hidden node survives iff its incoming and outgoing
+§2.5.1 (docs/algorithms.md §4): a hidden node survives iff its incoming and outgoing
 scores both exceed ``theta``. The pruned model is built by slicing the
 tensors of the kept nodes (as pykan's ``get_subset`` does), so it equals the
 masked model numerically.

@@ -1,7 +1,7 @@
 """Importance scores of KAN edges and hidden nodes, measured on data.
 
 Source: Liu et al. 2024, "KAN: Kolmogorov–Arnold Networks", arXiv:2404.19756,
-§2.5.1 (DESIGN.md §3). An edge's score is ``|phi|_1 = mean_s |phi(x_s)|`` (eq. 2.17);
+§2.5.1 (docs/algorithms.md §4). An edge's score is ``|phi|_1 = mean_s |phi(x_s)|`` (eq. 2.17);
 hidden node ``i`` of layer ``l`` has the incoming score
 ``I_{l,i} = max_j |phi_{l-1,i,j}|_1`` and the outgoing score
 ``O_{l,i} = max_k |phi_{l+1,k,i}|_1``.

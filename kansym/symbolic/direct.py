@@ -38,6 +38,7 @@ from typing import Callable, Sequence
 import numpy as np
 import sympy
 
+from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic import _subsets as sub
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.pareto import expression_complexity
@@ -68,11 +69,18 @@ class DirectCandidate:
         :func:`kansym.symbolic.verify.nrmse`) on the rows it was scored on.
     complexity : int
         :func:`kansym.symbolic.pareto.expression_complexity`.
+    origin : str
+        The search that found it: ``"direct search"``, or ``"structure"``
+        (:mod:`kansym.discover.separate`).
+    structure : dict or None
+        For ``"structure"``: the decomposition it came from (``Split.to_dict``).
     """
 
     expr: sympy.Expr
     error: float
     complexity: int
+    origin: str = "direct search"
+    structure: dict | None = None
 
 
 def selection_score(error: float, complexity: int, complexity_weight: float) -> float:
@@ -229,7 +237,8 @@ def _signed(symbols: Sequence[sympy.Symbol], x: np.ndarray) -> dict[sympy.Symbol
 
 def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol], *,
                   complexity_weight: float = 0.05, max_terms: int = 3, keep: int = 4,
-                  refine_top: int = 4) -> list[DirectCandidate]:
+                  refine_top: int = 4, noise: float | None = None,
+                  deadline: Deadline | None = None) -> list[DirectCandidate]:
     """Search small formulas ``y = f(x)`` for one or two inputs.
 
     Parameters
@@ -249,6 +258,16 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     refine_top : int
         Most raw candidates refined (:func:`kansym.symbolic.refine.refine`); refinement
         stops early once no further raw candidate can beat the best refined one.
+    noise : float, optional
+        A noise floor estimated apart from the search (normalised RMS error, e.g. a smooth
+        fit's on held-out rows). The candidates' constants are snapped against the smaller of
+        it and the best error any raw candidate reached: when the dictionary cannot express
+        the law, every candidate misses it and its own best error says nothing about the
+        noise (:func:`kansym.symbolic.refine.refine`).
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit, looked at before each target transform (a family of
+        candidates) but the first, and before each refinement but the first: once it has
+        expired the search goes on with what it has (the cut is recorded).
 
     Returns
     -------
@@ -270,7 +289,11 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     rows = np.unique(np.linspace(0, len(y) - 1, min(SEARCH_ROWS, len(y))).astype(int))
     prelim = []  # (numeric score, transform, cols, coef)
     tried: set = set()
-    for name, t, inverse in _transforms(y):
+    families = _transforms(y)
+    for k, (name, t, inverse) in enumerate(families):
+        if k and time_is_up(deadline):
+            deadline.cut(f"direct search: {k} of {len(families)} target transforms searched")
+            break
         A = _design(t, num, den, rows)
         for cols in sub.ranked(t, A, rows, index, keep):
             coef = sub.coefficients(t[rows], A, cols)
@@ -289,6 +312,11 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
                 approx = 3 * (len(cols) - 1) + (0 if name == "id" else 2)
                 prelim.append((selection_score(err, approx, complexity_weight), name, inverse, cols, coef, err))
     prelim.sort(key=lambda r: r[0])
+    # the noise floor of every candidate's constants: the best fit any candidate reached (a
+    # candidate that misses part of the law is held to it, not to its own misfit), or the
+    # floor from outside when that is lower
+    noise = min([r[5] for r in prelim] + ([noise] if noise is not None and math.isfinite(noise) else []),
+                default=None)
     raw = []
     for _, name, inverse, cols, coef, err in prelim[: 4 * refine_top]:
         # err: the numeric error of exactly this expression on the search rows (computed
@@ -305,13 +333,16 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     for _, comp, key, expr in raw:
         if len(out) >= refine_top:
             break
+        if out and time_is_up(deadline):
+            deadline.cut(f"direct search: {len(out)} candidates refined")
+            break
         # refinement turns each float into an exact number (1 node instead of 2) and may
         # drop one term more: raw candidates that cannot beat the best refined one are left
         floor_score = selection_score(0.0, comp - len(expr.atoms(sympy.Float)) - 1, complexity_weight)
         if out and floor_score >= min(selection_score(c.error, c.complexity, complexity_weight) for c in out):
             break
         try:
-            fine = refine(expr, syms, xr, yr)
+            fine = refine(expr, syms, xr, yr, noise=noise)
             fine = simplify_formula(fine.xreplace(to_signed))
         except Exception as exc:  # a refit that fails leaves this raw candidate out  # noqa: BLE001
             log.debug("direct search: refining %s failed (%s)", key, exc)

@@ -53,13 +53,19 @@ _LATEX_ESCAPES = {"_": r"\_", "#": r"\#", "%": r"\%", "&": r"\&", "$": r"\$", "{
                   "\r": r"\ "}
 
 
+# how sympy prints the constants a formula may hold (E, pi, I): a column never prints so
+_CONSTANT_LATEX = frozenset({"e", r"\pi", "i"})
+
+
 def _latex_name(name: str) -> str:
     """Readable LaTeX for a column name: ``x1`` -> ``x_{1}``, ``alpha`` -> ``\\alpha``,
     anything longer -> ``\\mathrm{...}`` of the name itself, its LaTeX specials escaped
-    (``mass kg`` -> ``\\mathrm{mass\\ kg}``, ``E_k`` -> ``\\mathrm{E\\_k}``)."""
-    if re.fullmatch(r"[A-Za-z]\d*", name):
+    (``mass kg`` -> ``\\mathrm{mass\\ kg}``, ``E_k`` -> ``\\mathrm{E\\_k}``); a column that
+    would print as a constant does (``e``, ``i``, ``pi``) is upright too (``\\mathrm{pi}``),
+    distinct from sympy's ``e``, ``i`` and ``\\pi``."""
+    if re.fullmatch(r"[A-Za-z]\d*", name) and name not in _CONSTANT_LATEX:
         return name[0] + (f"_{{{name[1:]}}}" if len(name) > 1 else "")
-    if name.lower() in _GREEK:
+    if name.lower() in _GREEK and "\\" + name not in _CONSTANT_LATEX:
         return "\\" + name
     return rf"\mathrm{{{''.join(_LATEX_ESCAPES.get(c, c) for c in name)}}}"
 

@@ -1,6 +1,6 @@
 """Fit one edge's samples ``(x, y)`` to ``c * f(a * x + b) + d`` and choose ``f``.
 
-Algorithm (DESIGN.md §3, "Per-edge symbolic fit"; the grid-then-refine scheme of
+Algorithm (docs/algorithms.md §5, "Per-edge symbolic fit"; the grid-then-refine scheme of
 Liu et al. 2024, arXiv:2404.19756, §2.5.1 "symbolic snapping"):
 
 1. Grid search over the inner parameters ``(a, b)`` (and the exponent ``p`` of

@@ -2,7 +2,7 @@
 
 Each :class:`Primitive` pairs one function in its numpy, torch and sympy forms
 with a complexity, the domain of its argument and the way its inner affine map
-``u = a * x + b`` is parameterised (DESIGN.md §3, "Per-edge symbolic fit"; the
+``u = a * x + b`` is parameterised (docs/algorithms.md §5, "Per-edge symbolic fit"; the
 numpy/torch/sympy pairing follows the idea of pykan's symbolic library, made a
 frozen registry here).
 

@@ -13,7 +13,9 @@ Every formula tried is recorded, giving a (complexity, error) front like PySR's
 equation table (Cranmer 2023, arXiv:2305.01582) and the KAN paper's interactive
 "suggest_symbolic" choice (Liu et al. 2024, arXiv:2404.19756, §2.5.1) made automatic.
 The search's budgets count work (formulas tried, their evaluations), never seconds, so
-the same input gives the same formula on a busy machine as on a quiet one.
+the same input gives the same formula on a busy machine as on a quiet one; only the
+user's time limit (a :class:`~kansym.deadline.Deadline`) may stop it earlier, and then
+says so.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import sympy
 
+from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic.compose import EdgeId, SymbolicKAN, lambdify_formula
 from kansym.symbolic.fit import EdgeFit
-from kansym.symbolic.refine import refit_constants_counted
+from kansym.symbolic.refit import refit_constants_counted
 from kansym.symbolic.verify import nrmse
 
 __all__ = ["Candidate", "simplify_edges", "formula_error", "information_criterion", "MAX_EVALUATIONS"]
@@ -100,6 +103,7 @@ def simplify_edges(
     max_rows: int = 500,
     max_trials: int = 40,
     max_evaluations: int = MAX_EVALUATIONS,
+    deadline: Deadline | None = None,
 ) -> tuple[SymbolicKAN, list[Candidate]]:
     """Greedily give edges simpler primitives while the data error allows it.
 
@@ -138,6 +142,10 @@ def simplify_edges(
         at most ``max_rows`` rows; the best formula so far is kept). Both budgets are
         counts of work, not a clock: the same input gives the same formula however
         busy the machine.
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit, looked at before each trial after the start: once it has
+        expired no new trial starts (the last accepted formula is kept) and the cut is
+        recorded. One that does not expire changes nothing.
 
     Returns
     -------
@@ -177,8 +185,14 @@ def simplify_edges(
     record(sym, expr, err, True)
     # The simplest network first: every edge linear (a law linear in the model's units,
     # e.g. a power law in log space, is found even when the splines overfit a few rows).
+    def out_of_time() -> bool:
+        if not time_is_up(deadline):
+            return False
+        deadline.cut(f"Occam step: stopped after {len(tried) - 1} trials")
+        return True
+
     linear = {k: next((c for c in candidates.get(k, ()) if c.primitive == "x"), None) for k in sym.edges}
-    if all(linear.values()) and any(f.primitive != "x" for f in sym.edges.values()):
+    if all(linear.values()) and any(f.primitive != "x" for f in sym.edges.values()) and not out_of_time():
         trial = replace(sym, edges=linear)
         t_expr, t_err = evaluate(trial)
         ok = better(t_expr, t_err)
@@ -200,6 +214,8 @@ def simplify_edges(
                 if len(tried) > max_trials or evaluations >= max_evaluations:
                     log.info("simplification stopped after %d trials (budget: %d trials, %d formula evaluations)",
                              len(tried) - 1, max_trials, max_evaluations)
+                    return False
+                if out_of_time():
                     return False
                 trial = replace(sym, edges={**sym.edges, edge: alt})
                 t_expr, t_err = evaluate(trial)

@@ -1,354 +1,91 @@
-"""Polish a composed formula on data: refit its constants, snap them, simplify.
+"""Polish a composed formula on data: refit its constants, snap them, simplify, round.
 
-DESIGN.md §3 "Refinement": every float constant of the formula is refitted by nonlinear least
-squares on the data (:func:`scipy.optimize.least_squares`), then each is snapped to a nearby simple
-value (integer, ``p/q`` with small ``q``, multiple of ``pi``, of ``sqrt(2)`` or ``sqrt(3)``) when the
-data error does not grow, the remaining constants being refitted after every accepted snap; the
-result is simplified by rewrites chosen by its size alone (never by the clock) and its remaining
-constants get a final refit. This is the constant-optimisation step common to symbolic regression
-systems (e.g. Cranmer 2023, "PySR", arXiv:2305.01582, §3).
-
-Internally the float constants become parameters of one lambdified numpy function, so trying a snap
-costs one evaluation, not a new ``lambdify``. The fits use ``least_squares(method="trf")``: with
-``method="lm"`` (MINPACK, compiled) the same problem gave different last bits from call to call as
-the process's heap changed (3 to 9 distinct results in 12 to 16 calls of an Occam trial's refit,
-with arrays allocated in between), which along a flat direction of the constants moved them by 1e-5
-and could change which formula the Occam step kept; trf (numpy) gave one result.
+docs/algorithms.md §8, "Refinement": every float constant of the formula is
+refitted by nonlinear least squares on the data (:mod:`kansym.symbolic.refit`); each is
+replaced by an exact value of its context (an exponent, a phase, a factor, an offset) when
+the data cannot tell the two apart and the description length drops
+(:mod:`kansym.symbolic.snap`, :mod:`kansym.symbolic.constants`); the result is simplified
+by rewrites chosen by its size alone (never by the clock), its remaining constants get a
+final refit, and the floats left are rounded to the precision their standard errors
+support. No integer or rational of more than 9 digits is left in the result.
 """
 
 from __future__ import annotations
 
-import logging
-import math
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Sequence
 
-import numpy as np
 import sympy
-from scipy.optimize import least_squares
 
-from kansym.errors import ConfigError, DataError
-from kansym.symbolic.reproducible import stable_lambdify
+from kansym.deadline import Deadline, time_is_up
+from kansym.symbolic.constants import too_long
+from kansym.symbolic.refit import LossSpace, refit_constants, refit_constants_counted
+from kansym.symbolic.snap import clean_floats, reduce_phases, round_constants, snap_constant, snap_constants
 
 __all__ = ["refit_constants", "refit_constants_counted", "snap_constant", "snap_constants", "reduce_phases",
-           "simplify_formula", "refine", "merge_numeric_factors"]
-
-logger = logging.getLogger("kansym")
-
-LossSpace = Literal["linear", "log"]
-
-
-class _Problem:
-    """A formula with its float constants lifted to parameters, and its data."""
-
-    def __init__(self, expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any,
-                 loss_space: LossSpace) -> None:
-        self.symbols = _as_symbols(symbols)
-        self.X, self.y = _check_data(self.symbols, X, y)
-        if loss_space not in ("linear", "log"):
-            raise ConfigError(f"loss_space must be 'linear' or 'log', got {loss_space!r}.")
-        if loss_space == "log" and np.any(self.y <= 0):
-            raise DataError("loss_space='log' needs y > 0 everywhere; use loss_space='linear'.")
-        self.log = loss_space == "log"
-        expr = sympy.sympify(expr)
-        if self.log:
-            # Fit log f to log y: a power law C * a**p * b**q becomes the linear
-            # log C + p log a + q log b, which least squares solves reliably even
-            # when a and b span tens of orders of magnitude.
-            expr = sympy.expand_log(sympy.log(expr), force=True)
-        floats = sorted(expr.atoms(sympy.Float), key=lambda f: (float(f), str(f)))
-        self.params = [sympy.Dummy(f"c{i}") for i in range(len(floats))]
-        self.expr = expr.xreplace(dict(zip(floats, self.params)))
-        self.values = np.array([float(f) for f in floats])
-        self._f = stable_lambdify([*self.symbols, *self.params], self.expr)
-        target = np.log(self.y) if self.log else self.y
-        self._target = target
-        self._scale = max(float(np.std(target)), 1e-12 * max(1.0, float(np.max(np.abs(target)))))
-        self.evaluations = 0  # residual evaluations so far: the work a refit did, counted, not timed
-
-    def residual(self, values: np.ndarray) -> np.ndarray:
-        self.evaluations += 1
-        with np.errstate(all="ignore"):
-            pred = np.broadcast_to(np.asarray(self._f(*self.X.T, *values), dtype=np.float64),
-                                   self.y.shape)
-            r = pred - self._target
-        return np.where(np.isfinite(r), r, 1e10 * self._scale)
-
-    def error(self, values: np.ndarray) -> float:
-        """Normalised RMSE: RMS residual over the std of the (log-)target."""
-        r = self.residual(values)
-        return float(np.sqrt(np.mean(r * r))) / self._scale
-
-    def refit(self, values: np.ndarray, free: np.ndarray, max_nfev: int | None = None) -> np.ndarray:
-        """Least-squares refit of the parameters where ``free`` is True; never worse."""
-        if not free.any():
-            return values
-
-        def resid(theta: np.ndarray) -> np.ndarray:
-            v = values.copy()
-            v[free] = theta
-            return self.residual(v)
-
-        if not np.all(np.isfinite(values[free])):
-            return values
-        # "trf", not MINPACK's "lm": lm's last bits depend on the process's heap (module docstring); a
-        # step where the formula overflows makes scipy's arithmetic warn: the result is checked below
-        try:
-            with np.errstate(all="ignore"):
-                sol = least_squares(resid, values[free], method="trf", x_scale="jac",
-                                    max_nfev=max_nfev or 200 * (free.sum() + 1))
-        except (ValueError, FloatingPointError) as exc:  # e.g. a Jacobian full of NaN
-            logger.debug("constant refit failed: %s", exc)
-            return values
-        out = values.copy()
-        out[free] = sol.x
-        ok = np.all(np.isfinite(out)) and self.error(out) <= self.error(values)
-        return out if ok else values
-
-    def standard_errors(self, values: np.ndarray, free: np.ndarray, *, rel_step: float = 1e-6) -> np.ndarray:
-        """Standard errors of the parameters, ``sqrt(diag(s^2 (J^T J)^+))``; 0 where fixed."""
-        base = self.residual(values)
-        idx = np.flatnonzero(free)
-        jac = np.empty((base.size, idx.size))
-        for col, i in enumerate(idx):
-            step = rel_step * max(abs(values[i]), 1e-3)
-            v = values.copy()
-            v[i] += step
-            jac[:, col] = (self.residual(v) - base) / step
-        dof = max(base.size - idx.size, 1)
-        with np.errstate(over="ignore", invalid="ignore"):  # checked: LAPACK's SVD may not return on inf
-            s2 = float(base @ base) / dof
-            jtj = jac.T @ jac
-        out = np.zeros(values.size)
-        if not (np.all(np.isfinite(jtj)) and math.isfinite(s2)):
-            return out
-        cov = s2 * np.linalg.pinv(jtj)
-        out[idx] = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-        return out
-
-    def build(self, values: np.ndarray, fixed: dict[int, sympy.Expr] | None = None) -> sympy.Expr:
-        fixed = fixed or {}
-        sub = {p: fixed.get(i, sympy.Float(v)) for i, (p, v) in enumerate(zip(self.params, values))}
-        out = self.expr.xreplace(sub)
-        return sympy.exp(out) if self.log else out
-
-
-def _as_symbols(symbols: Sequence[Any]) -> list[sympy.Symbol]:
-    out = [s if isinstance(s, sympy.Symbol) else sympy.Symbol(str(s)) for s in symbols]
-    if len(set(out)) != len(out):
-        raise ConfigError("symbols must be distinct; give one symbol per column of X.")
-    return out
-
-
-def _check_data(symbols: list[sympy.Symbol], X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if X.ndim == 1 and len(symbols) == 1:
-        X = X[:, None]
-    if X.ndim != 2 or X.shape[1] != len(symbols):
-        raise DataError(f"X must have shape (N, {len(symbols)}) to match the symbols, got {X.shape}.")
-    if y.shape != (X.shape[0],):
-        raise DataError(f"y must have shape ({X.shape[0]},), got {y.shape}.")
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
-        raise DataError("X and y contain NaN or inf; drop those rows first.")
-    return X, y
-
-
-def refit_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
-                    loss_space: LossSpace = "linear", max_nfev: int | None = None) -> sympy.Expr:
-    """Refit every float constant (``sympy.Float`` atom) of ``expr`` on data.
-
-    Parameters
-    ----------
-    expr : sympy.Expr
-        Formula in ``symbols``; integers, rationals and ``pi`` stay fixed.
-    symbols : sequence of sympy.Symbol or str
-        Variables, in the column order of ``X``.
-    X : array_like, shape (N, d)
-    y : array_like, shape (N,)
-    loss_space : {"linear", "log"}
-        Residual ``f - y`` or ``log f - log y`` (needs ``y > 0``; for targets spanning decades).
-    max_nfev : int, optional
-        ``least_squares``' cap on evaluations (default ``200 * (k + 1)`` for ``k`` constants).
-
-    Returns
-    -------
-    sympy.Expr
-        ``expr`` with refitted Floats (unchanged if the fit did not improve it).
-
-    Raises
-    ------
-    DataError
-        If shapes disagree, data are not finite, or ``y <= 0`` in log space.
-    ConfigError
-        If ``loss_space`` is unknown or symbols repeat.
-    """
-    return refit_constants_counted(expr, symbols, X, y, loss_space=loss_space, max_nfev=max_nfev)[0]
-
-
-def refit_constants_counted(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
-                            loss_space: LossSpace = "linear", max_nfev: int | None = None) -> tuple[sympy.Expr, int]:
-    """:func:`refit_constants`, and the number of formula evaluations it took (each on all
-    rows of ``X``; the Jacobian's finite differences included): the work budget of
-    :func:`kansym.symbolic.occam.simplify_edges` counts these, never seconds."""
-    prob = _Problem(expr, symbols, X, y, loss_space)
-    if not prob.params:
-        return sympy.sympify(expr), 0
-    return prob.build(prob.refit(prob.values, np.ones(len(prob.params), bool), max_nfev)), prob.evaluations
-
-
-def snap_constant(v: float, *, rel_tol: float = 1e-2, max_denominator: int = 12,
-                  zero_tol: float = 1e-8) -> list[sympy.Expr]:
-    """Simple exact numbers near ``v``, simplest first.
-
-    Candidates: integers, ``p/q`` with ``q <= max_denominator``, ``p*pi/q``,
-    ``p/(q*pi)``, ``p*pi**2/q`` (``q <= 4``), ``p*sqrt(2)/q``, ``p*sqrt(3)/q`` and ``p/(q*sqrt(2*pi))`` (``q <= 4``;
-    ``1/(2 pi)`` and the Gaussian's ``1/sqrt(2 pi)`` are common in physics), each within
-    ``rel_tol * |v|`` of ``v``; ``0`` if ``|v| <= zero_tol``. Sorted by
-    simplicity (integers, then multiples of pi, rationals, surds; smaller
-    denominators first), ties by distance.
-
-    Returns
-    -------
-    list of sympy.Expr
-        Possibly empty.
-    """
-    v = float(v)
-    if not math.isfinite(v):
-        return []
-    out: dict[sympy.Expr, tuple[float, float]] = {}  # candidate -> (simplicity, distance)
-    if abs(v) <= zero_tol:
-        out[sympy.Integer(0)] = (0.0, abs(v))
-    tol = rel_tol * abs(v)
-    # (factor, its value, largest denominator, base simplicity; rationals get 2.0)
-    bases = [(sympy.Integer(1), 1.0, max_denominator, 1.0), (sympy.pi, math.pi, max_denominator, 1.5),
-             (1 / sympy.pi, 1 / math.pi, max_denominator, 2.5), (sympy.pi ** 2, math.pi ** 2, 4, 3.0),
-             (sympy.sqrt(2), math.sqrt(2), 4, 3.5), (sympy.sqrt(3), math.sqrt(3), 4, 3.5),
-             (1 / sympy.sqrt(2 * sympy.pi), 1 / math.sqrt(2 * math.pi), 4, 3.5)]
-    for sym, val, qmax, base in bases:
-        for q in range(1, qmax + 1):
-            p = round(v * q / val)
-            if p == 0 or math.gcd(p, q) != 1 or abs(p * val / q - v) > tol:
-                continue
-            score = (2.0 if base == 1.0 and q > 1 else base) + 0.1 * (q - 1) + 0.02 * math.log10(1 + abs(p))
-            out.setdefault(sympy.Rational(p, q) * sym, (score, abs(p * val / q - v)))
-    return sorted(out, key=lambda c: out[c])
-
-
-def reduce_phases(expr: sympy.Expr) -> sympy.Expr:
-    """Reduce float phases of ``sin``/``cos`` into ``(-pi/2, pi/2]``.
-
-    Uses ``f(u + 2 pi) = f(u)`` and ``f(u + pi) = -f(u)`` for ``f`` in sin, cos,
-    so a phase can be snapped to 0 or ``+-pi/2`` (turning sin into cos).
-    """
-    def reduce(e: sympy.Expr) -> sympy.Expr:
-        const, rest = e.args[0].as_coeff_Add()
-        if not isinstance(const, sympy.Float) or rest == 0:
-            return e
-        b = (float(const) + math.pi) % (2 * math.pi) - math.pi
-        sign = 1
-        if b > math.pi / 2:
-            b, sign = b - math.pi, -1
-        elif b <= -math.pi / 2:
-            b, sign = b + math.pi, -1
-        return sign * e.func(rest + sympy.Float(b))
-
-    return sympy.sympify(expr).replace(lambda e: isinstance(e, (sympy.sin, sympy.cos)), reduce)
-
-
-def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
-                   tol: float = 1e-2, abs_tol: float = 1e-6, rel_tol: float = 1e-2,
-                   loss_space: LossSpace = "linear", wald_z: float = 3.0,
-                   wald_growth: float = 0.25) -> sympy.Expr:
-    """Greedily replace float constants by simple exact values the data allow.
-
-    Phases of sin/cos are first reduced (:func:`reduce_phases`). Constants are
-    visited most-snappable first (smallest relative distance to a candidate of
-    :func:`snap_constant`). For each, the candidates (simplest first, then 0)
-    are tried: a snap is kept if the normalised RMSE (RMSE over std of y)
-    stays within ``e0 * (1 + tol) + abs_tol``, ``e0`` being the error before
-    any snap, either at once or after refitting the remaining floats.
-
-    Parameters
-    ----------
-    expr, symbols, X, y, loss_space
-        As :func:`refit_constants`.
-    tol, abs_tol : float
-        Relative and absolute growth of the normalised RMSE a snap may cause.
-    rel_tol : float
-        Search radius of :func:`snap_constant`.
-    wald_z, wald_growth : float
-        A snap is also kept when the simple value lies within ``wald_z`` standard
-        errors of the fitted constant (a Wald test; standard errors from the
-        Jacobian, ``s^2 (J^T J)^+``) and the error grows by at most ``wald_growth``
-        relative to the start. This accepts ``3/2`` for an exponent fitted as
-        1.4994 ± 0.0003 on real measurements whose other effects (e.g. a moon's
-        own mass) make the exact law fit slightly worse than the free one.
-
-    Returns
-    -------
-    sympy.Expr
-    """
-    prob = _Problem(reduce_phases(expr), symbols, X, y, loss_space)
-    values = prob.values.copy()
-    free = np.ones(len(values), bool)
-    fixed: dict[int, sympy.Expr] = {}
-    e0 = prob.error(values)
-    limit = e0 * (1 + tol) + abs_tol
-    wald_limit = e0 * (1 + wald_growth) + abs_tol
-    cands = {i: snap_constant(v, rel_tol=rel_tol) for i, v in enumerate(values)}
-
-    def closeness(i: int) -> float:
-        c = cands[i]
-        return abs(float(c[0]) - values[i]) / max(abs(values[i]), 1e-300) if c else math.inf
-
-    for i in sorted(range(len(values)), key=closeness):
-        trials = cands[i] + ([sympy.Integer(0)] if sympy.Integer(0) not in cands[i] else [])
-        se = prob.standard_errors(values, free)[i] if wald_z > 0 else 0.0
-        for cand in trials:
-            trial = values.copy()
-            trial[i] = float(cand)
-            rest = free.copy()
-            rest[i] = False
-            if prob.error(trial) > limit and cand in cands[i]:
-                trial = prob.refit(trial, rest)
-            err = prob.error(trial)
-            consistent = abs(float(cand) - values[i]) <= wald_z * se and err <= wald_limit
-            if err <= limit or consistent:
-                values, free, fixed[i] = prob.refit(trial, rest), rest, cand
-                break
-    return prob.build(values, fixed)
+           "simplify_formula", "refine", "merge_numeric_factors", "clean_floats", "shorten_numbers",
+           "exact_as_floats"]
 
 
 def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
     """Simplify deterministically; never returns a longer expression.
 
-    Tries ``powsimp``, ``factor_terms`` and ``together`` (single passes over the tree, milliseconds
-    even for the composition of an unpruned network), and ``sympy.simplify`` only when the expression
-    has at most ``max_ops`` operations (``sympy.count_ops``; well under a second there, while on large
-    formulas it can run for minutes). Which rewrites run depends on the expression alone, never on the
-    clock: sympy cannot be stopped after a count of work, and a cut-off in seconds would make a busy
-    machine print another formula. The fewest operations win (ties: the first, the input itself).
+    Tries ``powsimp``, ``factor_terms`` and ``together`` (single passes over the tree,
+    milliseconds even for the composition of an unpruned network), and ``sympy.simplify``
+    only when the expression has at most ``max_ops`` operations (``sympy.count_ops``;
+    well under a second there, while on large formulas it can run for minutes) and no
+    ``Abs``, ``sign`` or ``Piecewise`` (whose case analysis took minutes even there). Which
+    rewrites run depends on the expression alone, never on the clock: sympy cannot be
+    stopped after a count of work, and a cut-off in seconds would make a busy machine
+    print another formula. The candidate with the fewest operations wins (ties: the
+    first, the input itself); a rewrite with more floats than the input (an exact number
+    written as a float) is not a candidate. Integers and rationals of more than 9 digits
+    become floats (:func:`shorten_numbers`).
     """
     expr = sympy.sympify(expr)
     options: list[Callable[[sympy.Expr], sympy.Expr]] = [sympy.powsimp, sympy.factor_terms, sympy.together]
-    if sympy.count_ops(expr) <= max_ops:
+    # sympy.simplify of an Abs of a sum (the abs primitive) can take minutes at 39 operations
+    # (a relativistic velocity sum's KAN formula: 140 s, 4.6 s without the Abs): the cheap passes only
+    if sympy.count_ops(expr) <= max_ops and not expr.has(sympy.Abs, sympy.sign, sympy.Piecewise):
         options.append(sympy.simplify)
-    return min([expr, *(fn(expr) for fn in options)], key=sympy.count_ops)
+    floats = len(expr.atoms(sympy.Float))
+    # a rewrite may not turn exact numbers into floats (simplify writes 81/(10*pi*x) as 8.1/(pi*x))
+    rewrites = [out for out in (fn(expr) for fn in options) if len(out.atoms(sympy.Float)) <= floats]
+    return shorten_numbers(min([expr, *rewrites], key=sympy.count_ops))
+
+
+def shorten_numbers(expr: sympy.Expr) -> sympy.Expr:
+    """Turn every integer or rational of more than 9 digits (numerator or denominator) into a float.
+
+    Exact numbers that long are never a law's: they come from powers of short ones
+    (``(5*x/7)**20``) or from a float read as a fraction, and the description-length rule
+    (:mod:`kansym.symbolic.constants`) admits none. ``95367431640625*x**20/79792266297612001``
+    becomes ``1.19522860933439e-3*x**20``.
+    """
+    expr = sympy.sympify(expr)
+    long = {r: sympy.Float(r) for r in expr.atoms(sympy.Rational) if too_long(r)}
+    return expr.xreplace(long) if long else expr
 
 
 def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
-           loss_space: LossSpace = "linear", snap: bool = True, tol: float = 1e-2,
-           abs_tol: float = 1e-6, simplify: bool = True) -> sympy.Expr:
-    """Refit -> snap -> simplify -> final refit of the remaining floats.
+           loss_space: LossSpace = "linear", snap: bool = True, simplify: bool = True,
+           noise: float | None = None, deadline: Deadline | None = None) -> sympy.Expr:
+    """Refit -> snap -> simplify -> final refit -> rounding of the remaining floats.
 
     Parameters
     ----------
     expr, symbols, X, y, loss_space
         As :func:`refit_constants`.
     snap : bool
-        Snap constants (:func:`snap_constants` with ``tol``, ``abs_tol``).
+        Snap constants (:func:`snap_constants`) and round the floats left to the precision
+        of their standard errors (:func:`~kansym.symbolic.snap.round_constants`).
     simplify : bool
         Run :func:`simplify_formula`.
+    noise : float, optional
+        The noise floor of the snapping rule: a normalised RMS error in the loss space
+        (e.g. the model's on held-out rows); None: the formula's own error.
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit, handed to :func:`snap_constants` (cut between snaps); once it
+        has expired the final refit is skipped (the snaps' own refits stand).
 
     Returns
     -------
@@ -361,27 +98,24 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     """
     out = refit_constants(expr, symbols, X, y, loss_space=loss_space)
     if snap:
-        out = snap_constants(out, symbols, X, y, tol=tol, abs_tol=abs_tol, loss_space=loss_space)
+        out = snap_constants(out, symbols, X, y, loss_space=loss_space, noise=noise, deadline=deadline)
     if simplify:
         out = simplify_formula(out)
     merged = merge_numeric_factors(out)
     if snap and merged != out:
         # simplification can leave products such as 0.3183*pi (= 1): snap the merged float
-        out = snap_constants(merged, symbols, X, y, tol=tol, abs_tol=abs_tol, loss_space=loss_space)
+        out = snap_constants(merged, symbols, X, y, loss_space=loss_space, noise=noise, deadline=deadline)
         if simplify:
             out = simplify_formula(out)
-    out = refit_constants(out, symbols, X, y, loss_space=loss_space)
-    return clean_floats(out) if snap else out
-
-
-def clean_floats(expr: sympy.Expr, *, rel_tol: float = 1e-9) -> sympy.Expr:
-    """Replace floats within ``rel_tol`` of a simple value (1.00000000000006 -> 1)."""
-    subs = {}
-    for f in sympy.sympify(expr).atoms(sympy.Float):
-        cands = snap_constant(float(f), rel_tol=rel_tol)
-        if cands:
-            subs[f] = cands[0]
-    return sympy.sympify(expr).xreplace(subs) if subs else expr
+    # a float times pi (left by a rewrite) is one float: refitted and rounded as such
+    if time_is_up(deadline):
+        deadline.cut("refinement: the final refit skipped")
+        out = merge_numeric_factors(out)
+    else:
+        out = refit_constants(merge_numeric_factors(out), symbols, X, y, loss_space=loss_space)
+    if not snap:
+        return out
+    return shorten_numbers(round_constants(clean_floats(out), symbols, X, y, loss_space=loss_space, noise=noise))
 
 
 def merge_numeric_factors(expr: sympy.Expr) -> sympy.Expr:
@@ -398,3 +132,23 @@ def merge_numeric_factors(expr: sympy.Expr) -> sympy.Expr:
         return sympy.Mul(sympy.Float(sympy.Mul(*numeric).evalf()), *rest)
 
     return sympy.sympify(expr).replace(lambda e: e.is_Mul, merge)
+
+
+def exact_as_floats(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with the exact coefficients and offsets of its sums and products as floats
+    (``3*cos(pi*t)/10`` -> ``0.3*cos(3.14159*t)``; exponents and the signs of ``-x`` aside):
+    the constants of a closed form another search snapped against its own noise floor, to be
+    decided again by :func:`refine`."""
+    def walk(e: sympy.Expr) -> sympy.Expr:
+        if not e.args:
+            return e
+        if not isinstance(e, (sympy.Mul, sympy.Add)):  # a Pow's exponent, for one, stays exact
+            return e.func(*[walk(a) for a in e.args])
+        nums = [a for a in e.args if a.is_number and a.is_real]
+        rest = [walk(a) for a in e.args if not (a.is_number and a.is_real)]
+        c = e.func(*nums)  # the one coefficient (offset) of this product (sum)
+        if isinstance(e, sympy.Mul):
+            return (c if c in (sympy.S.One, sympy.S.NegativeOne) else sympy.Float(sympy.N(c))) * sympy.Mul(*rest)
+        return (sympy.Float(sympy.N(c)) if c != 0 else sympy.S.Zero) + sympy.Add(*rest)
+
+    return walk(sympy.sympify(expr))

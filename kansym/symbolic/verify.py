@@ -350,7 +350,7 @@ class Fidelity:
 
 
 def fidelity(f: Callable[[np.ndarray], Any], X: Any, y: Any, y_model: Any = None) -> Fidelity:
-    """Measure a formula ``f`` on data (DESIGN.md §2, ``symbolic.verify``).
+    """Measure a formula ``f`` on data (docs/algorithms.md §9).
 
     Parameters
     ----------

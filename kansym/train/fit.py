@@ -10,20 +10,20 @@ model it is given.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import logging
 import math
 import sys
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
+from kansym.deadline import Deadline, time_is_up
 from kansym.errors import ConfigError, FitError
 from kansym.nn.fast import FeatureCache
 from kansym.nn.kan import KAN
 from kansym.train.config import OPTIMIZERS, TrainConfig
+from kansym.train.history import FitResult, History
 from kansym.train.optim import FlatParams, as_flat_lbfgs_state, make_optimizer
 from kansym.train.regularization import sampled_regularization, training_loss
 from kansym.train.state import FitInterrupted, FitState, check_resume, snapshot_optimizer
@@ -31,54 +31,6 @@ from kansym.train.state import FitInterrupted, FitState, check_resume, snapshot_
 __all__ = ["TrainConfig", "History", "FitResult", "FitState", "FitInterrupted", "fit", "finetune", "OPTIMIZERS"]
 
 logger = logging.getLogger("kansym")
-
-
-@dataclass(frozen=True)
-class History:
-    """Per-step record of a training run (the model after each step).
-
-    Attributes
-    ----------
-    step : list of int
-        Step index, from 0.
-    train_loss : list of float
-        MSE on the training rows.
-    val_loss : list of float
-        MSE on the validation rows (NaN without a validation split).
-    reg : list of float
-        The penalty ``reg`` on the training rows, without ``lamb`` (NaN when
-        ``lamb = 0``: no trace is computed then).
-    """
-
-    step: list[int] = field(default_factory=list)
-    train_loss: list[float] = field(default_factory=list)
-    val_loss: list[float] = field(default_factory=list)
-    reg: list[float] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        """Plain dict of lists."""
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class FitResult:
-    """Outcome of :func:`fit`.
-
-    Attributes
-    ----------
-    model : KAN
-        The trained copy, on ``config.device``.
-    history : History
-    best_step : int
-        Step whose state the model holds (the last one without early stopping).
-    stopped_early : bool
-        True when early stopping ended the run before ``steps``.
-    """
-
-    model: KAN
-    history: History
-    best_step: int
-    stopped_early: bool = False
 
 
 def _as_tensor(a: Any, dtype: torch.dtype, device: torch.device, name: str) -> torch.Tensor:
@@ -128,6 +80,7 @@ def fit(
     *,
     progress: bool | None = None,
     resume: FitState | None = None,
+    deadline: Deadline | None = None,
 ) -> FitResult:
     """Train a copy of ``model`` on ``(x, y)``.
 
@@ -147,6 +100,13 @@ def fit(
     resume=state)`` then continues the same run (same grid-update schedule,
     batches and optimiser memory) to the same final parameters.
 
+    Time limit. With a ``deadline``, the loop looks at it before every step but the
+    first of the call and, once it has expired, stops there as early stopping would:
+    the model of the last completed step (the best one with ``patience``), with
+    ``cut_short=True``. At least one step is always taken. A deadline that does not
+    expire changes nothing (the same steps, the same bits). Ctrl-C and its resumable
+    state work as without one.
+
     Parameters
     ----------
     model : KAN
@@ -162,6 +122,8 @@ def fit(
     resume : FitState, optional
         Continue an interrupted run; ``model`` must then be the interrupted
         run's model (``FitInterrupted.result.model``, or the checkpoint's).
+    deadline : kansym.deadline.Deadline, optional
+        The run's time limit (None: none).
 
     Returns
     -------
@@ -184,16 +146,17 @@ def fit(
     if resume is not None:
         check_resume(config, resume)
     if config.num_threads is None:
-        return _fit(model, x, y, config, progress, resume)
+        return _fit(model, x, y, config, progress, resume, deadline)
     threads = torch.get_num_threads()
     torch.set_num_threads(config.num_threads)
     try:
-        return _fit(model, x, y, config, progress, resume)
+        return _fit(model, x, y, config, progress, resume, deadline)
     finally:
         torch.set_num_threads(threads)
 
 
-def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None, resume: FitState | None) -> FitResult:
+def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None, resume: FitState | None,
+         deadline: Deadline | None) -> FitResult:
     device = torch.device(config.device)
     model = copy.deepcopy(model).to(device)
     dtype = model.layers[0].coef.dtype
@@ -248,7 +211,7 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
             best_step=best[1] if keep_best else -1, best_state=best[2] if keep_best else None,
         )
 
-    stopped_early = False
+    stopped_early = cut_short = False
     params = list(model.parameters())
     cache = FeatureCache()  # the first layer's input is the fixed x_tr (and x_va): its basis once per grid
     show = sys.stderr.isatty() if progress is None else bool(progress)
@@ -261,6 +224,9 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
             except (ValueError, KeyError, RuntimeError) as exc:
                 raise ConfigError(f"the saved optimizer state does not fit this model ({exc}); start a new run") from exc
         for step in bar:
+            if step > start and time_is_up(deadline):
+                cut_short = True  # a step boundary: the model is that of the last completed step
+                break
             every = config.grid_update_every
             if every and step % every == 0 and step < config.stop_grid_update_step:
                 model.update_grid(x_tr)
@@ -329,8 +295,8 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
     bar.close()
     if config.patience is not None:
         model.load_state_dict(best[2])
-        return FitResult(model, history, best_step=best[1], stopped_early=stopped_early)
-    return FitResult(model, history, best_step=len(history.step) - 1)
+        return FitResult(model, history, best_step=best[1], stopped_early=stopped_early, cut_short=cut_short)
+    return FitResult(model, history, best_step=len(history.step) - 1, cut_short=cut_short)
 
 
 def finetune(
@@ -341,6 +307,7 @@ def finetune(
     grid_size: int | None = None,
     config: TrainConfig | None = None,
     progress: bool | None = None,
+    deadline: Deadline | None = None,
 ) -> FitResult:
     """Polish a (pruned) model without sparsity, optionally on a finer grid.
 
@@ -361,6 +328,8 @@ def finetune(
         New number of grid intervals; None keeps the model's grid.
     config : TrainConfig, optional
     progress : bool or None
+    deadline : kansym.deadline.Deadline, optional
+        As :func:`fit` (the grid extension always happens, then at least one step).
 
     Returns
     -------
@@ -382,4 +351,4 @@ def finetune(
         if xt.shape[1] != model.in_features:
             raise ConfigError(f"the model expects {model.in_features} input features, got {xt.shape[1]}")
         model = model.extend_grid(xt, grid_size)
-    return fit(model, x, y, config, progress=progress)
+    return fit(model, x, y, config, progress=progress, deadline=deadline)

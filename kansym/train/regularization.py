@@ -1,7 +1,7 @@
 """Sparsity regularisation of KANs: L1 of the edge functions plus their entropy.
 
 Source: Liu et al. 2024, "KAN: Kolmogorov–Arnold Networks", arXiv:2404.19756,
-§2.5.1, eqs. 2.17–2.20 (DESIGN.md §3):
+§2.5.1, eqs. 2.17–2.20 (docs/algorithms.md §3):
 
 - ``|phi|_1 = (1 / N) sum_s |phi(x_s)|`` (eq. 2.17), the mean magnitude of an
   edge function on the samples;

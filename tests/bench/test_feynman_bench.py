@@ -96,3 +96,22 @@ def test_one_equation_end_to_end(equations, tmp_path, capsys):
     assert row["id"] == "T.2" and row["recovered"] is True and row["r2_test"] > 0.99999
     assert {"formula", "complexity", "seconds", "r2_model_test", "warning"} <= set(row)
     assert "**kansym: recovered 1/1 (100.0 %)" in md.read_text()
+
+
+def test_kansym_gets_the_limit_less_a_margin_so_that_it_stops_itself(equations, monkeypatch):
+    """Issue 16: the bench passes its limit down, so a run that would be killed answers instead."""
+    assert fb.kansym_time_limit(120) == 108 and fb.kansym_time_limit(20) == 17 and fb.kansym_time_limit(4) == 2
+    _, eqs = equations
+    seen = {}
+
+    def fake_discover(x, y, names, targets, config, progress):
+        seen["limit"] = config.time_limit
+        raise RuntimeError("stop here")
+
+    import kansym.discover
+
+    monkeypatch.setattr(kansym.discover, "discover", fake_discover)
+    args = fb.parse_args(["--time-limit", "60", "--no-units", "--rows", "50", "--test-rows", "10"])
+    with pytest.raises(RuntimeError, match="stop here"):
+        fb.run_equation(eqs[1], args)
+    assert seen["limit"] == 54

@@ -149,7 +149,7 @@ def test_bad_records_are_one_sentence_errors(tmp_path, run):
 
 
 def test_formula_json_is_parsed_in_exactly_one_module():
-    """Issue 18: only kansym/discover/record.py reads formula.json (json.loads / json.load)."""
+    """Issue 18: only kansym/discover/record/read.py reads formula.json (json.loads / json.load)."""
     readers = []
     for path in ROOT.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -159,7 +159,7 @@ def test_formula_json_is_parsed_in_exactly_one_module():
                 readers.append(str(path.relative_to(ROOT)))
     text_users = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if '"formula.json"' in p.read_text(encoding="utf-8")]
     formula_readers = {r for r in readers if r in text_users or "record" in r}
-    assert formula_readers == {"discover/record.py"}, (readers, text_users)
+    assert formula_readers == {"discover/record/read.py"}, (readers, text_users)
 
 
 def test_records_with_and_without_a_symbols_map_read_on_the_column_names(tmp_path):
@@ -213,3 +213,25 @@ def test_a_record_cannot_run_code(run, tmp_path):
     for expr in [sympy.Function("phi_1_0_0")(2 * x) + sympy.pi, sympy.exp(-x**2 / 2) / sympy.sqrt(2 * sympy.pi),
                  sympy.Abs(sympy.asin(x / 3)) ** sympy.Rational(3, 2), sympy.E * x - 1.5e-300]:
         assert parse_formula(str(expr), {"x": x}) == expr
+
+
+def test_predict_finds_the_record_next_to_a_checkpoint_of_another_width_by_its_columns(run, tmp_path):
+    # model.pt and pruned.pt of one fit share formula.json, whose width_pruned is the pruned one's
+    from kansym.discover.record import sibling_record
+    from kansym.io.bundle import ModelBundle
+
+    data, out = run
+    rec = json.loads((out / "formula.json").read_text())
+    wider = tmp_path / "wider"
+    wider.mkdir()
+    shutil.copy(out / "pruned.pt", wider / "model.pt")
+    (wider / "formula.json").write_text(json.dumps({**rec, "width_pruned": [2, 3, 1]}))
+    model = ModelBundle.load(wider / "model.pt")
+    assert sibling_record(wider / "model.pt", model).source == str(wider / "formula.json")
+    res = CliRunner().invoke(cli, ["predict", str(wider / "model.pt"), str(data), "-o", str(tmp_path / "p.csv")])
+    assert res.exit_code == 0, res.output
+    assert "using the formula of" in res.stderr and "formula R² = 1.000000" in res.stderr
+    (wider / "formula.json").write_text(json.dumps({**rec, "inputs": ["x2", "x1"], "symbols": {"x2": "x2", "x1": "x1"}}))
+    assert sibling_record(wider / "model.pt", model) is None  # a formula of other columns: not used
+    res = CliRunner().invoke(cli, ["predict", str(wider / "model.pt"), str(data)])
+    assert res.exit_code == 0 and "with the model (no formula.json found" in res.stderr

@@ -69,7 +69,7 @@ def test_constant_columns_are_refused():
 
 def test_additivity_against_the_noise_floor():
     from kansym.discover.config import DiscoverConfig
-    from kansym.discover.run import _additivity
+    from kansym.discover.structure import additivity as _additivity
     from kansym.discover.structure import additive_r2, interaction_r2
 
     rng = np.random.default_rng(2)

@@ -168,3 +168,16 @@ def test_combinations_are_itertools_in_order(n, k):
     want = list(itertools.combinations(range(1, n + 1), k))
     assert got.shape == (len(want), k) and got.dtype == np.int64
     assert [tuple(int(v) for v in row) for row in got] == want
+
+
+def test_a_noise_floor_from_outside_keeps_the_floats_of_candidates_that_all_miss_the_law():
+    # exp(-t/2)*cos(3t) is beyond the dictionary: every candidate misses it, the best by 0.6 of the
+    # std, and against that "noise" 0.3014 became 3/10; against a floor of 1e-3 it is a float
+    t = sympy.Symbol("t", real=True)
+    x = np.random.default_rng(0).uniform(0, 6, (1500, 1))
+    y = np.exp(-0.5 * x[:, 0]) * np.cos(3 * x[:, 0])
+    lax = direct_search(x, y, [t])
+    held = direct_search(x, y, [t], noise=1e-3)
+    assert sympy.Rational(3, 10) in lax[0].expr.atoms(sympy.Rational), lax[0].expr
+    assert not any(r.q != 1 for r in held[0].expr.atoms(sympy.Rational)), held[0].expr
+    assert any(abs(float(f) - 0.3014) < 1e-3 for f in held[0].expr.atoms(sympy.Float)), held[0].expr

@@ -1,54 +1,4 @@
-"""``formula.json``: the record of a discovered formula, and its only writer and reader.
-
-``kansym fit``, ``kansym symbolify --json`` and :meth:`kansym.KANRegressor.to_record`
-write it; ``kansym graph --fits``, ``kansym plot --fits``, ``kansym predict`` and
-:meth:`kansym.KANRegressor.from_record` read it back, all through this module.
-
-The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object:
-
-==================  ==========================================================================
-``target``          the predicted column
-``inputs``          the input columns, in order (the formula's variables)
-``symbols``         ``{identifier: column}`` for every input, in order: the name each column has
-                    in the ``sympy`` strings and the Python export
-                    (:func:`kansym.symbolic.names.identifiers`: ``mass kg`` -> ``mass_kg``,
-                    ``lambda`` -> ``lambda_``, ``I`` -> ``I_``; ``x1`` stays ``x1``)
-``sympy``           ``str`` of the formula on those identifiers:
-                    ``sympy.sympify(sympy, locals={i: Symbol(i) for i in symbols})`` parses it
-                    (it also parses without ``locals``: no identifier is a name sympy binds);
-                    :func:`read_record` parses it back on one ``Symbol`` per input, named by its
-                    column (a record without ``symbols``, written before they existed, names
-                    each input by its column)
-``latex``           the formula in LaTeX (:func:`kansym.symbolic.export.to_latex`)
-``python``          numpy source of a function ``f(X)``, ``X[:, i]`` the i-th input (named by its
-                    identifier; :func:`kansym.symbolic.export.to_python`), or a comment saying
-                    why there is none (numeric edges)
-``raw_sympy``       the composition before refinement (identifiers, as every ``sympy`` string)
-``r2_data``,        R² on the fitting rows against the data and the model, the largest absolute
-``r2_model``,       error and the RMS error there (:class:`kansym.symbolic.verify.Fidelity`)
-``max_abs_err``,
-``rmse``
-``r2_test``,        R² of the formula and of the model on the held-out rows (the fitting rows
-``r2_model_test``,  when ``n_test`` is 0)
-``n_test``
-``warning``         why the formula is not a verified answer, or null
-``numeric_edges``   names of edges that fit no primitive (opaque functions in ``sympy``)
-``origin``,         what produced the formula (``kan``, ``direct search``, ``units``, ``pysr``)
-``reason``          and why it was chosen
-``pareto``          the Pareto front: ``sympy``, ``complexity``, ``r2``, ``error``, ``chosen``,
-                    ``dominated``
-``space``           ``linear`` or ``log`` (the units the KAN learned in), or null
-``candidates``      every formula the Occam step tried
-``edges``           the per-edge fits: ``id`` ``[layer, i_in, j_out]`` and the
-                    :class:`~kansym.symbolic.fit.EdgeFit` fields
-==================  ==========================================================================
-
-and, from ``kansym fit``: ``width_trained``, ``width_pruned``, ``data``, ``removed_inputs`` (the
-columns the input screening dropped, :mod:`kansym.discover.screen`: ``name``, ``z_smooth``, ``z_kan``,
-``z_threshold``, ``reason``; ``inputs`` are those the model and formula use) (no timings: the record
-of one command is the same bytes on every run; ``model.pt``'s meta holds the seconds);
-with ``--units``: ``units`` and ``reduction``; from ``symbolify``: ``checkpoint``.
-"""
+"""Reading ``formula.json`` back (the schema: :mod:`kansym.discover.record`)."""
 
 from __future__ import annotations
 
@@ -56,112 +6,23 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import sympy
 
-from kansym.discover.result import Formula
+from kansym.discover.result import ClosedForm, Formula
 from kansym.errors import ConfigError, DataError, KansymError
 from kansym.graph.build import edge_exists
-from kansym.io.atomic import atomic_write_text
 from kansym.symbolic.compose import input_symbols, lambdify_formula
-from kansym.symbolic.export import to_latex, to_python
 from kansym.symbolic.fit import EdgeFit
 from kansym.symbolic.parse import parse_formula
-from kansym.symbolic.names import identifier, identifiers, rename_symbols
 from kansym.symbolic.pareto import FrontEntry
 from kansym.symbolic.verify import Fidelity
 
-__all__ = ["FORMAT", "VERSION", "FormulaRecord", "formula_record", "write_formula_files", "read_record"]
-
-FORMAT = "kansym-formula"
-VERSION = 1
+__all__ = ["FormulaRecord", "read_record", "sibling_record"]
 
 EdgeId = tuple[int, int, int]  # (layer, i_in, j_out)
-
-
-def formula_record(formula: Formula, bundle: Any = None, symbolic: Any = None, *,
-                   extra: Mapping[str, Any] | None = None) -> dict:
-    """The record of one formula (see the module docstring).
-
-    Parameters
-    ----------
-    formula : Formula
-    bundle : ModelBundle, optional
-        The (pruned) model it came from; None for a formula found without a KAN (the
-        PySR backend, a monomial of the dimensional analysis).
-    symbolic : SymbolicKAN, optional
-        Its per-edge fits (``edges``).
-    extra : mapping, optional
-        More top-level keys (they override the standard ones of the same name; an
-        ``inputs`` entry also names the identifiers of ``symbols``).
-    """
-    fid = formula.fidelity
-    extra = dict(extra or {})
-    inputs = [str(n) for n in extra.pop("inputs", [s.name for s in formula.symbols] if bundle is None
-                                        else bundle.input_names)]
-    idents = identifiers(inputs)
-    on_idents = dict(zip(inputs, idents))
-
-    def text(expr: Any) -> str:
-        return str(rename_symbols(sympy.sympify(expr), on_idents))
-
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "target": formula.target,
-        "inputs": inputs,
-        "symbols": dict(zip(idents, inputs)),
-        "sympy": text(formula.expr),
-        "latex": to_latex(formula.expr),
-        "python": _python(formula),
-        "raw_sympy": text(formula.raw),
-        "r2_data": fid.r2_data,
-        "r2_model": fid.r2_model,
-        "max_abs_err": fid.max_abs_err,
-        "rmse": fid.rmse,
-        "r2_test": formula.r2_test,
-        "r2_model_test": formula.r2_model_test,
-        "n_test": formula.n_test,
-        "warning": formula.warning,
-        "numeric_edges": list(formula.numeric_edges),
-        "origin": formula.origin,
-        "reason": formula.reason,
-        "pareto": [{**e.to_dict(), "sympy": text(e.expr)} for e in formula.front],
-        "space": None if bundle is None else ("log" if bundle.transform.log_space else "linear"),
-        "candidates": [
-            {
-                "sympy": text(c.expr), "complexity": c.complexity, "error": c.error, "bic": c.bic,
-                "accepted": c.accepted,
-                "primitives": {":".join(map(str, k)): v for k, v in sorted(c.primitives.items())},
-            }
-            for c in formula.candidates
-        ],
-        "edges": [] if symbolic is None else [{"id": list(k), **v.to_dict()} for k, v in sorted(symbolic.edges.items())],
-        **extra,
-    }
-
-
-def _python(formula: Formula) -> str:
-    """Python source of the formula, or a comment saying why there is none (numeric edges)."""
-    if formula.numeric_edges:
-        return f"# no Python export: edges {', '.join(formula.numeric_edges)} fit no primitive and stay numeric\n"
-    return to_python(formula.expr, list(formula.symbols), func_name=identifier(formula.target))
-
-
-def write_formula_files(out_dir: str | os.PathLike[str], record: Mapping[str, Any]) -> list[Path]:
-    """Write ``formula.json`` and ``formula.tex`` of ``record`` into ``out_dir``, atomically."""
-    out = Path(out_dir)
-    paths = [out / "formula.json", out / "formula.tex"]
-    atomic_write_text(paths[0], dumps(record))
-    atomic_write_text(paths[1], f"{record['target']} = {record['latex']}\n")
-    return paths
-
-
-def dumps(record: Mapping[str, Any]) -> str:
-    """The JSON text of a record (non-finite floats as JSON's ``Infinity``/``NaN``, as Python reads them)."""
-    return json.dumps(record, indent=2) + "\n"
 
 
 @dataclass(frozen=True)
@@ -254,10 +115,15 @@ class FormulaRecord:
         nan = float("nan")
         fid = Fidelity(float(d.get("r2_data", nan)), float(d.get("r2_model", nan)), float(d.get("max_abs_err", nan)),
                        float(d.get("rmse", nan)))
+        cf = d.get("closed_form")
+        closed = None if not cf else ClosedForm(self._parse(cf.get("sympy", ""), symbols),
+                                                float(cf.get("r2_test", nan)), int(cf.get("complexity", 0)),
+                                                str(cf.get("origin", "kan")))
         return Formula(expr=expr, raw=raw, symbols=symbols, fidelity=fid, target=self.target,
                        r2_test=float(d.get("r2_test", nan)), r2_model_test=float(d.get("r2_model_test", nan)),
                        n_test=int(d.get("n_test", 0)), front=front, origin=str(d.get("origin", "kan")),
-                       reason=str(d.get("reason", "")))
+                       reason=str(d.get("reason", "")), closed_form=closed, structure=d.get("structure"),
+                       r2_reference_test=float(nan if d.get("r2_reference_test") is None else d["r2_reference_test"]))
 
     def _parse(self, text: str, symbols: Sequence[sympy.Symbol]) -> sympy.Expr:
         """A formula string of the record on ``symbols``, parsed without evaluating it
@@ -320,10 +186,12 @@ class FormulaRecord:
         return fits  # type: ignore[return-value]
 
     def belongs_to(self, bundle: Any) -> bool:
-        """Whether the record describes ``bundle``'s columns and, if it says so, its width."""
-        width = self.data.get("width_pruned")
-        return (self.inputs == tuple(bundle.input_names) and self.target in bundle.output_names
-                and (width is None or list(width) == list(bundle.model.width)))
+        """Whether the record is a formula of ``bundle``'s table: the same input columns and target
+        (the columns of its groups for a model of a ``--units`` run; any width: ``model.pt`` and
+        ``pruned.pt`` of one fit share their ``formula.json``)."""
+        from kansym.discover.reduced import model_columns, model_target
+
+        return self.inputs == model_columns(bundle) and self.target in model_target(bundle)
 
 
 def read_record(path: str | os.PathLike[str]) -> FormulaRecord:
@@ -349,3 +217,20 @@ def read_record(path: str | os.PathLike[str]) -> FormulaRecord:
                         "pass the formula.json that kansym fit wrote")
     return FormulaRecord(data, str(path))
 
+
+
+def sibling_record(checkpoint: str | os.PathLike[str], bundle: Any) -> FormulaRecord | None:
+    """The ``formula.json`` next to ``checkpoint`` (as ``kansym fit`` writes them) when it is a
+    formula of ``bundle``'s columns (:meth:`FormulaRecord.belongs_to`) that parses; else None
+    (another run's file, a foreign or broken one: the caller goes on without it)."""
+    path = Path(checkpoint).with_name("formula.json")
+    if not path.is_file():
+        return None
+    try:
+        record = read_record(path)
+        if not record.belongs_to(bundle):
+            return None
+        record.expr()
+    except KansymError:
+        return None
+    return record

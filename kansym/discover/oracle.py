@@ -1,0 +1,103 @@
+"""The reference model of a run: its KAN trained without sparsification, and the structure
+search on it (:mod:`kansym.discover.separate`).
+
+The sparsified KAN of the main stages trades accuracy for a network small enough to read;
+the reference keeps all of it. Its held-out R² is the standard a formula is verified
+against (:attr:`kansym.discover.result.Formula.r2_reference_test`: a formula far below it
+misses structure the data hold), and it is the oracle the separability tests probe.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+
+from kansym.deadline import Deadline, time_is_up
+from kansym.discover.separate import structure_candidates
+from kansym.discover.stages import train_stage
+from kansym.discover.structure import choose_space
+from kansym.symbolic.compose import input_symbols
+from kansym.symbolic.direct import DirectCandidate
+from kansym.symbolic.verify import r2_score
+
+__all__ = ["wants_structure", "structure_stage", "MAX_ORACLE_ERROR", "MIN_LIMIT"]
+
+log = logging.getLogger("kansym")
+
+MIN_LIMIT = 30.0  # under this time limit (s) the structure search does not run: the main KAN gets it all
+MAX_ORACLE_ERROR = 0.05  # oracle RMS error over std(y) above which its tests mean nothing (R² < 0.9975)
+
+
+def wants_structure(config, d_in: int, d_out: int) -> bool:
+    """Whether the structure search runs: ``config.structure``, the whole primitive library
+    (its leaves are direct searches), one output and three inputs or more (one or two go to
+    the direct search whole)."""
+    return bool(config.structure and config.library is None and d_out == 1 and d_in >= 3)
+
+
+def structure_stage(rows, input_names: Sequence[str], output_names: Sequence[str], config,
+                    progress: bool | None = None, *,
+                    deadline: Deadline | None = None) -> tuple[list[DirectCandidate], float]:
+    """Train the oracle (the run's KAN without sparsification, on the training rows), measure
+    its error on the held-out rows and return :func:`structure_candidates` on the fitting rows.
+
+    Parameters
+    ----------
+    rows : kansym.discover.run.Rows
+        Working-unit rows; without held-out rows the oracle's error is unknown and nothing
+        is tried.
+    config : DiscoverConfig
+    deadline : kansym.deadline.Deadline, optional
+        This stage's share of the run's time limit: the oracle's training stops with it, and
+        once it has expired no search starts.
+
+    Returns
+    -------
+    (list of DirectCandidate, float)
+        The candidates and the oracle's held-out R² (NaN without held-out rows).
+    """
+    if rows.x_test is None or time_is_up(deadline):
+        return [], float("nan")
+    if deadline is not None and deadline.seconds is not None and deadline.seconds < MIN_LIMIT:  # the run's limit
+        deadline.cut(f"structure search: skipped (a time limit under {MIN_LIMIT:g} s goes to the main KAN)")
+        return [], float("nan")
+    space = choose_space(rows.x_train, rows.y_train, config.space)
+    oracle, eps, r2 = _oracle(rows, input_names, output_names, config, space, progress, deadline)
+    if config.space == "auto" and not eps <= MAX_ORACLE_ERROR * np.std(rows.y_test[:, 0]) \
+            and not time_is_up(deadline):
+        other = _oracle(rows, input_names, output_names, config, "linear" if space == "log" else "log", progress,
+                        deadline)
+        if other[1] < eps:
+            oracle, eps, r2 = other
+    if time_is_up(deadline):
+        deadline.cut("structure search: skipped (the oracle's training took its share)")
+        return [], r2
+    if not eps <= MAX_ORACLE_ERROR * np.std(rows.y_test[:, 0]):
+        log.info("structure: not searched (the oracle's held-out R² %.4g is too low for its tests)", r2)
+        return [], r2
+    candidates, split = structure_candidates(lambda z: oracle.predict(z)[:, 0], eps, rows.x, rows.y[:, 0],
+                                             input_symbols(input_names), complexity_weight=config.complexity_weight,
+                                             seed=config.seed)
+    record = None if split is None else split.to_dict()
+    return [replace(c, structure=record) for c in candidates], r2
+
+
+def _oracle(rows, input_names, output_names, config, space: str, progress, deadline=None):
+    """The unsparsified KAN in ``space``, its RMS error and R² on the held-out rows."""
+    kind = "linear" if space == "linear" else "log"
+    if kind == "log" and not (np.all(rows.x_train > 0) and np.all(rows.y_train > 0)):
+        return None, np.inf, -np.inf
+    oracle = train_stage(
+        rows.x_train, rows.y_train, input_names, output_names, hidden=config.hidden, grid_size=config.grid_size,
+        spline_order=config.spline_order, space=kind,
+        train=config.train.replace(lamb=0.0, seed=config.seed, device=config.device), seed=config.seed,
+        dtype=config.dtype, progress=progress, label="the oracle of the structure search: no sparsification",
+        deadline=deadline,
+    )
+    with np.errstate(all="ignore"):
+        pred = oracle.predict(rows.x_test)[:, 0]
+    eps = float(np.sqrt(np.mean((pred - rows.y_test[:, 0]) ** 2)))
+    return oracle, (eps if np.isfinite(eps) else np.inf), r2_score(rows.y_test[:, 0], pred, nonfinite="-inf")

@@ -1,0 +1,341 @@
+"""Structure discovery: split a law of many inputs into laws of one or two (AI Feynman).
+
+A KAN trained without sparsification is a smooth oracle ``f`` of the law, accurate to its
+held-out error ``eps``. AI Feynman (Udrescu & Tegmark 2020, Sci. Adv. 6, eaay2631, §2)
+asks such an oracle whether the law separates, and AI Feynman 2.0 (Udrescu et al. 2020,
+arXiv:2006.10782, §2.2, "graph modularity") reads the separation off a graph of the
+inputs: two inputs are joined when they interact. Here the interaction of inputs ``i``
+and ``j`` is the mixed difference of ``f`` between rows ``a`` and ``b`` of the data,
+
+    D_ij = f(a) - f(a with a_i := b_i) - f(a with a_j := b_j) + f(a with a_i, a_j := b_i, b_j),
+
+which is zero for every pair of rows exactly when ``f`` is a sum of a function without
+``x_i`` and one without ``x_j`` (a discrete form of ``d^2 f / dx_i dx_j = 0``). Its RMS
+over 256 pairs of rows is compared with the oracle's own error: inputs interact when it
+exceeds ``NOISE_FACTOR * eps``. The connected components of the graph of interacting
+inputs are the additive groups, ``f = sum_k g_k(x_Gk)``. Without an additive split the
+product test runs on ``u = f - c`` (multiplicative separability, ``f = c + prod_k g_k``):
+``M_ij = u(a) u(a with a_i, a_j := b_i, b_j) - u(a with a_i := b_i) u(a with a_j := b_j)``
+vanishes exactly for a product, whatever the signs (no logarithm), its tolerance propagated
+from ``eps``; ``c`` is 0 or the value that minimises the interactions (a grid refined by
+Brent's method), which finds products inside sums (``a + b c d`` on the sub-problem of
+``b, c, d``).
+
+Each group becomes a sub-problem on the oracle with the other inputs fixed at a central
+row of the data, split again (recursively), and a group of one or two inputs that does not
+split is solved by the direct search (:func:`kansym.symbolic.direct.direct_search`). The
+pieces recombine exactly (sums: ``sum_k h_k - (K - 1) f(b)``; products:
+``c + prod_k h_k / (f(b) - c)**(K - 1)``, ``b`` the central row) and the whole formula's
+constants are refined on the data (:func:`kansym.symbolic.refine.refine`). The result is
+one candidate beside the KAN's formula and the direct search's; the verification of
+:func:`kansym.discover.symbolify.choose_formula` decides.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import networkx as nx
+import numpy as np
+import sympy
+from scipy.optimize import minimize_scalar
+
+from kansym.symbolic.compose import lambdify_formula
+from kansym.symbolic.direct import DirectCandidate, direct_search, selection_score
+from kansym.symbolic.pareto import expression_complexity
+from kansym.symbolic.refine import exact_as_floats, refine
+from kansym.symbolic.verify import nrmse
+
+__all__ = ["Split", "interaction_graph", "decompose", "structure_candidates", "NOISE_FACTOR"]
+
+log = logging.getLogger("kansym")
+
+NOISE_FACTOR = 5.0  # a mixed difference within this many oracle errors counts as zero
+PAIRS = 256  # pairs of rows per mixed difference
+LEAF_ROWS = 2000  # oracle rows a leaf's direct search works on
+MAX_DEPTH = 6
+
+Oracle = Callable[[np.ndarray], np.ndarray]  # (N, d) -> (N,)
+
+
+@dataclass(frozen=True)
+class Split:
+    """One node of a decomposition.
+
+    Attributes
+    ----------
+    kind : {"sum", "product", "leaf"}
+    variables : tuple of str
+        The inputs of this node.
+    offset : float
+        ``c`` of a product node, ``f = c + prod_k g_k`` (0 for the others).
+    children : tuple of Split
+    """
+
+    kind: str
+    variables: tuple[str, ...]
+    offset: float = 0.0
+    children: tuple["Split", ...] = ()
+
+    def describe(self) -> str:
+        """``"a + (b * c)"``-style text of the decomposition (leaves as ``f(a, b)``)."""
+        if self.kind == "leaf":
+            return f"f({', '.join(self.variables)})"
+        parts = [c.describe() if c.kind == "leaf" else f"({c.describe()})" for c in self.children]
+        text = (" + " if self.kind == "sum" else " * ").join(parts)
+        return f"{self.offset:.6g} + {text}" if self.kind == "product" and self.offset else text
+
+    def to_dict(self) -> dict:
+        out: dict = {"kind": self.kind, "variables": list(self.variables)}
+        if self.kind == "product" and self.offset:
+            out["offset"] = self.offset
+        if self.children:
+            out["children"] = [c.to_dict() for c in self.children]
+        return out
+
+
+def _swapped_values(f: Oracle, z: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """``f`` on ``PAIRS`` rows ``a``, on ``a`` with one input from row ``b``, and with two."""
+    n, d = z.shape
+    a = z[rng.integers(0, n, PAIRS)]
+    b = z[rng.integers(0, n, PAIRS)]
+    pairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
+    blocks = [a]
+    for i in range(d):
+        s = a.copy()
+        s[:, i] = b[:, i]
+        blocks.append(s)
+    for i, j in pairs:
+        s = a.copy()
+        s[:, [i, j]] = b[:, [i, j]]
+        blocks.append(s)
+    v = np.asarray(f(np.concatenate(blocks)), dtype=np.float64).reshape(len(blocks), PAIRS)
+    return v[0], v[1:d + 1], v[d + 1:], pairs
+
+
+def interaction_graph(f: Oracle, z: np.ndarray, eps: float, *, offset: float | None = None,
+                      seed: int = 0) -> tuple[nx.Graph, float]:
+    """The graph of inputs that interact in ``f`` (additively, or in the product ``f - offset``).
+
+    Parameters
+    ----------
+    f : callable, ``(N, d) -> (N,)``
+        The oracle.
+    z : ndarray (N, d)
+        Rows whose values the mixed differences swap (the data's distribution).
+    eps : float
+        The oracle's RMS error, in the units of ``f``.
+    offset : float, optional
+        Test whether ``f - offset`` is a product (multiplicative separability); None: a sum.
+
+    Returns
+    -------
+    (networkx.Graph, float)
+        Nodes ``0..d-1``, an edge where the pair interacts (its ``ratio`` attribute: RMS mixed
+        difference over ``NOISE_FACTOR`` times its noise); and the sum over pairs of
+        ``log max(ratio, 1)`` (0 when nothing interacts).
+    """
+    values = _swapped_values(f, z, np.random.default_rng([seed, 31]))
+    return _graph(_ratios(values, eps, offset), values[3], z.shape[1])
+
+
+def _ratios(values, eps: float, offset: float | None) -> np.ndarray:
+    """RMS mixed difference of each pair over ``NOISE_FACTOR`` times its noise.
+
+    Additive (``offset`` None): ``D = f0 - f_i - f_j + f_ij``, noise ``eps``. Multiplicative:
+    with ``u = f - offset``, ``M = u0 u_ij - u_i u_j`` (zero for every pair of rows when
+    ``u = g(x_i, .) h(x_j, .)``, AI Feynman's product test, without logarithms, so ``u`` may
+    change sign), noise ``eps * sqrt(mean(u0^2 + u_ij^2 + u_i^2 + u_j^2))``.
+    """
+    v0, v1, v2, pairs = values
+    if not pairs:
+        return np.zeros(0)
+    i, j = (np.array([p[k] for p in pairs], dtype=int) for k in (0, 1))
+    with np.errstate(all="ignore"):
+        if offset is None:
+            rms = np.sqrt(np.mean((v0[None, :] - v1[i] - v1[j] + v2) ** 2, axis=1))
+            noise = np.full(len(pairs), NOISE_FACTOR * eps)
+            scale = float(np.std(v0))
+        else:
+            u0, u1, u2 = v0 - offset, v1 - offset, v2 - offset
+            rms = np.sqrt(np.mean((u0[None, :] * u2 - u1[i] * u1[j]) ** 2, axis=1))
+            noise = NOISE_FACTOR * eps * np.sqrt(np.mean(u0[None, :] ** 2 + u2 ** 2 + u1[i] ** 2 + u1[j] ** 2, axis=1))
+            scale = float(np.mean(u0 ** 2))
+        noise = np.maximum(noise, 1e-12 * max(scale, 1e-300))
+    return np.where(np.isfinite(rms), rms / noise, np.inf)
+
+
+def _graph(ratios: np.ndarray, pairs, d: int) -> tuple[nx.Graph, float]:
+    g = nx.Graph()
+    g.add_nodes_from(range(d))
+    g.add_edges_from((i, j, {"ratio": float(r)}) for (i, j), r in zip(pairs, ratios) if r > 1.0)
+    return g, float(np.sum(np.log(np.maximum(ratios, 1.0))))
+
+
+def _best_offset(f: Oracle, z: np.ndarray, eps: float, seed: int) -> tuple[float, nx.Graph, float]:
+    """The offset ``c`` for which ``f - c`` is most nearly a product: 0 first, then a grid of
+    ``c`` over and beyond the range of ``f`` (``mid + span * sinh(t)``), its best point refined
+    by Brent's method on the sum of log mixed differences; another offset must beat 0 clearly."""
+    values = _swapped_values(f, z, np.random.default_rng([seed, 31]))
+    pairs, d = values[3], z.shape[1]
+    v = np.concatenate([values[0][None], values[1], values[2]])
+    mid, span = 0.5 * float(np.min(v) + np.max(v)), max(float(np.ptp(v)), 1e-300)
+
+    def offset(t: float) -> float:
+        return mid + span * float(np.sinh(t))
+
+    def smooth(t: float) -> float:  # the sum of log ratios, unclamped: sharp at a true offset
+        return float(np.sum(np.log(np.maximum(_ratios(values, eps, offset(t)), 1e-300))))
+
+    best = (_graph(_ratios(values, eps, 0.0), pairs, d)[1], 0.0)
+    grid = np.linspace(-np.arcsinh(100.0), np.arcsinh(100.0), 41)
+    scores = [smooth(t) for t in grid]
+    k = int(np.argmin(scores))
+    res = minimize_scalar(smooth, bounds=(grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]), method="bounded",
+                          options={"xatol": 1e-9})
+    for t in (grid[k], float(res.x)):
+        cost = _graph(_ratios(values, eps, offset(t)), pairs, d)[1]
+        if cost < best[0] - 1.0:  # a factor e in the interactions' product, over c = 0 or the last best
+            best = (cost, offset(t))
+    graph, cost = _graph(_ratios(values, eps, best[1]), pairs, d)
+    return best[1], graph, cost
+
+
+def _central_rows(z: np.ndarray, k: int = 64) -> np.ndarray:
+    """Indices of the ``k`` data rows nearest the per-input medians (scaled by the
+    interquartile range), nearest first."""
+    med = np.median(z, axis=0)
+    iqr = np.subtract(*np.percentile(z, [75, 25], axis=0))
+    dist = np.sum(((z - med) / np.where(iqr > 0, iqr, 1.0)) ** 2, axis=1)
+    return np.argsort(dist, kind="stable")[:k]
+
+
+def _restrict(f: Oracle, base: np.ndarray, group: Sequence[int]) -> Oracle:
+    """``f`` as a function of the inputs in ``group``, the others fixed at ``base``."""
+    group = list(group)
+
+    def sub(zg: np.ndarray) -> np.ndarray:
+        full = np.repeat(base[None, :], zg.shape[0], axis=0)
+        full[:, group] = zg
+        return f(full)
+    return sub
+
+
+def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: float, *,
+              complexity_weight: float = 0.05, seed: int = 0,
+              _depth: int = 0) -> tuple[sympy.Expr, Split] | None:
+    """Split ``f`` recursively and solve its pieces; the formula (constants as the oracle
+    gives them, not refined) and its decomposition, or None when a piece of three or more
+    inputs does not split (or a leaf's search finds nothing).
+
+    Parameters
+    ----------
+    f : callable, ``(N, d) -> (N,)``
+    z : ndarray (N, d)
+        Data rows of the inputs (their distribution is where ``f`` is probed).
+    symbols : sequence of sympy.Symbol
+        One per column of ``z``.
+    eps : float
+        The oracle's RMS error (units of ``f``).
+    """
+    d = z.shape[1]
+    names = tuple(s.name for s in symbols)
+    if d >= 2 and _depth < MAX_DEPTH:
+        graph, _ = interaction_graph(f, z, eps, seed=seed)
+        groups = sorted(sorted(c) for c in nx.connected_components(graph))
+        kind, offset = "sum", 0.0
+        if len(groups) == 1:
+            offset, graph, cost = _best_offset(f, z, eps, seed)
+            groups = [[*range(d)]] if graph is None else sorted(sorted(c) for c in nx.connected_components(graph))
+            kind = "product"
+        if len(groups) > 1:
+            return _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, _depth)
+    if d > 2:
+        log.debug("structure: %s do not separate", ", ".join(names))
+        return None
+    rows = z[np.linspace(0, len(z) - 1, min(len(z), LEAF_ROWS)).astype(int)]
+    h = f(rows)
+    # the oracle's values carry its error: below it every candidate is as good (simplest wins)
+    floor = eps / max(float(np.std(h)), 1e-300)
+    found = direct_search(rows, h, list(symbols), complexity_weight=complexity_weight, noise=floor)
+    if not found:
+        return None
+    best = min(found, key=lambda c: (selection_score(max(c.error, floor), c.complexity, complexity_weight),
+                                     c.complexity, str(c.expr)))
+    return best.expr, Split("leaf", names)
+
+
+def _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, depth):
+    """Solve each group with the other inputs at the central row and recombine exactly."""
+    central = _central_rows(z)
+    base = z[central[0]].copy()
+    if kind == "product":  # f(b) - c divides the recombination: the central row where it is largest
+        base = z[central[int(np.argmax(np.abs(f(z[central]) - offset)))]].copy()
+    f_base = float(f(base[None, :])[0])
+    parts, children = [], []
+    for group in groups:
+        sub = _restrict(f, base, group)
+        if kind == "product":
+            sub = (lambda h: (lambda zg: h(zg) - offset))(sub)
+        solved = decompose(sub, z[:, group], [symbols[i] for i in group], eps,
+                           complexity_weight=complexity_weight, seed=seed, _depth=depth + 1)
+        if solved is None:
+            return None
+        parts.append(solved[0])
+        children.append(solved[1])
+    k = len(groups)
+    if kind == "sum":
+        expr = sympy.Add(*parts) - sympy.Float(k - 1) * sympy.Float(f_base)
+    else:
+        expr = sympy.Float(offset) + sympy.Mul(*parts) / sympy.Float(f_base - offset) ** (k - 1)
+    names = tuple(s.name for s in symbols)
+    return expr, Split(kind, names, offset if kind == "product" else 0.0, tuple(children))
+
+
+def structure_candidates(oracle: Oracle, eps: float, x: np.ndarray, y: np.ndarray,
+                         symbols: Sequence[sympy.Symbol], *, complexity_weight: float = 0.05,
+                         seed: int = 0) -> tuple[list[DirectCandidate], Split | None]:
+    """The formula of the decomposition of ``oracle``, refined on the data, as a candidate.
+
+    Parameters
+    ----------
+    oracle : callable, ``(N, d) -> (N,)``
+        A smooth model of ``y`` in the units of ``x, y`` (e.g. an unsparsified KAN).
+    eps : float
+        Its RMS error on held-out rows (units of ``y``).
+    x : ndarray (N, d), d >= 3
+    y : ndarray (N,)
+        The fitting rows: the constants are refined and the error measured on them.
+    symbols : sequence of sympy.Symbol
+
+    Returns
+    -------
+    (list of DirectCandidate, Split or None)
+        One candidate (error: normalised RMS on ``x, y``) with ``origin="structure"``, and
+        the decomposition; an empty list and None when the law does not decompose.
+    """
+    solved = decompose(oracle, x, symbols, eps, complexity_weight=complexity_weight, seed=seed)
+    if solved is None:
+        return [], None
+    raw, split = solved
+    log.info("structure: %s", split.describe())
+    candidates = []
+    for expr in _refined(raw, symbols, x, y):
+        with np.errstate(all="ignore"):
+            pred = np.broadcast_to(lambdify_formula(expr, symbols)(x), y.shape)
+        if np.all(np.isfinite(pred)):
+            candidates.append(DirectCandidate(expr, nrmse(y, pred), expression_complexity(expr), origin="structure"))
+    return candidates, split
+
+
+def _refined(raw: sympy.Expr, symbols, x, y) -> list[sympy.Expr]:
+    """The recombined formula with every coefficient and offset a float again (the leaves
+    snapped theirs against the oracle's error), refined on the data."""
+    rows = np.linspace(0, len(x) - 1, min(len(x), LEAF_ROWS)).astype(int)
+    try:
+        return [refine(exact_as_floats(raw), symbols, x[rows], y[rows])]
+    except (ValueError, ArithmeticError) as exc:  # a refit that leaves the formula's domain
+        log.debug("structure: refinement failed (%s); keeping the oracle's constants", exc)
+        return [raw]

@@ -1,0 +1,146 @@
+"""Each symbolic stage honours the run's deadline (issue 16), shown with a fake clock.
+
+A deadline that never expires leaves every stage exactly as without one; one that has
+expired makes the stage stop at its next check, return what it has, and record the cut.
+"""
+
+import numpy as np
+import sympy
+import torch
+
+from kansym.deadline import Deadline
+from kansym.io.transform import DataTransform
+from kansym.nn import KAN, KANConfig
+from kansym.symbolic.compose import SymbolicKAN, input_symbols, symbolify
+from kansym.symbolic.direct import direct_search
+from kansym.symbolic.fit import EdgeFit
+from kansym.symbolic.occam import simplify_edges
+from kansym.symbolic.refine import refine
+
+
+class StepClock:
+    """A fake clock at 0 until its ``expire_at``-th read, then far past any limit (the
+    deadline's own start is read 1)."""
+
+    def __init__(self, expire_at: int):
+        self.expire_at, self.reads = expire_at, 0
+
+    def __call__(self):
+        self.reads += 1
+        return 0.0 if self.reads < self.expire_at else 1e9
+
+
+def expiring(at: int) -> Deadline:
+    return Deadline(10, clock=StepClock(at))
+
+
+def never() -> Deadline:
+    return Deadline(10, clock=lambda: 0.0)
+
+
+def _two_edge_model():
+    """A (2, 1) KAN whose splines are x1 -> sin(pi x1) and x2 -> x2^2, and its inputs."""
+    from kansym.nn.spline import curve_to_coef
+
+    model = KAN(KANConfig(width=(2, 1), grid_size=20, base_fun="zero")).double()
+    xs = torch.linspace(-1, 1, 400, dtype=torch.float64)[:, None].expand(400, 2)
+    target = torch.stack([torch.sin(torch.pi * xs[:, 0]), xs[:, 1] ** 2], dim=1)[:, None, :]  # (400, 1, 2)
+    with torch.no_grad():
+        model.layers[0].scale_sp.fill_(1.0)
+        model.layers[0].coef.copy_(curve_to_coef(xs, target, model.layers[0].grid, 3))
+    transform = DataTransform.affine((0.0, 0.0), (1.0, 1.0), (0.0,), (1.0,))
+    x = torch.rand(600, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    return model, x, transform
+
+
+def test_per_edge_fits_after_the_deadline_are_quick_and_said_so():
+    model, x, transform = _two_edge_model()
+    plain, plain_cands = symbolify(model, x, transform, ["x1", "x2"], ["y"])
+    timed, timed_cands = symbolify(model, x, transform, ["x1", "x2"], ["y"], deadline=never())
+    assert timed.edges == plain.edges and timed_cands == plain_cands
+    lean, lean_cands = symbolify(model, x, transform, ["x1", "x2"], ["y"], exhaustive=False)
+    d = expiring(3)  # read 2: before the first edge; read 3: before the second
+    cut, cands = symbolify(model, x, transform, ["x1", "x2"], ["y"], deadline=d)
+    assert cut.edges[(0, 0, 0)] == plain.edges[(0, 0, 0)] and cands[(0, 0, 0)] == plain_cands[(0, 0, 0)]
+    # the second edge: the first good primitive on 500 of its 600 samples, without the alternatives
+    late, lean_late = cut.edges[(0, 1, 0)], lean.edges[(0, 1, 0)]
+    assert late.primitive == lean_late.primitive == "x^2" and late.r2 > 0.99999
+    assert np.allclose([late.a, late.b, late.c, late.d], [lean_late.a, lean_late.b, lean_late.c, lean_late.d],
+                       atol=1e-4)
+    assert [c.primitive for c in cands[(0, 1, 0)]] == [c.primitive for c in lean_cands[(0, 1, 0)]]
+    assert len(cands[(0, 1, 0)]) < len(plain_cands[(0, 1, 0)])
+    assert d.cuts == ("per-edge fits: 1 of 2 edges fitted quickly (on at most 500 samples)",)
+
+
+def test_quick_per_edge_fits_use_evenly_spaced_samples(monkeypatch):
+    import kansym.symbolic.compose as compose
+
+    model, x, transform = _two_edge_model()
+    seen = []
+    real = compose.select_edge_fit
+    monkeypatch.setattr(compose, "select_edge_fit", lambda xv, yv, *a, **k: seen.append(len(xv)) or real(xv, yv, *a, **k))
+    monkeypatch.setattr(compose, "QUICK_ROWS", 100)
+    symbolify(model, x, transform, ["x1", "x2"], ["y"], deadline=expiring(2))
+    assert seen == [100, 100]
+
+
+def _wiggly_linear_law():
+    """y = 2 a + b^2 - c: every edge starts on a wiggly primitive with simpler candidates."""
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-1, 1, (200, 3))
+    y = 2 * x[:, 0] + x[:, 1] ** 2 - x[:, 2]
+    start = {(0, 0, 0): EdgeFit("sin", 0.4, 0.0, 5.0, 0.0, 0.999),
+             (0, 1, 0): EdgeFit("gaussian", 1.0, 0.0, -1.0, 1.0, 0.99),
+             (0, 2, 0): EdgeFit("tanh", 0.5, 0.0, -2.0, 0.0, 0.999)}
+    simpler = {(0, 0, 0): [EdgeFit("x", 1.0, 0.0, 2.0, 0.0, 0.99)],
+               (0, 1, 0): [EdgeFit("x^2", 1.0, 0.0, 1.0, 0.0, 0.999)],
+               (0, 2, 0): [EdgeFit("x", 1.0, 0.0, -1.0, 0.0, 0.99)]}
+    transform = DataTransform.affine((0.0,) * 3, (1.0,) * 3, (0.0,), (1.0,))
+    sym = SymbolicKAN((3, 1), start, transform, ("a", "b", "c"), ("y",))
+    return sym, {k: [*simpler[k], start[k]] for k in start}, input_symbols(["a", "b", "c"]), x, y
+
+
+def _summary(tried):
+    return [(str(c.expr), c.error, c.bic, c.accepted) for c in tried]
+
+
+def test_the_occam_step_starts_no_trial_after_the_deadline():
+    sym, candidates, symbols, x, y = _wiggly_linear_law()
+    plain_sym, plain = simplify_edges(sym, candidates, symbols, x, y, max_trials=3)
+    timed_sym, timed = simplify_edges(sym, candidates, symbols, x, y, max_trials=3, deadline=never())
+    assert _summary(timed) == _summary(plain) and timed_sym.edges == plain_sym.edges
+    assert len(plain) == 4
+    d = expiring(3)  # the first edge trial runs (read 2), none after it (read 3)
+    cut_sym, cut = simplify_edges(sym, candidates, symbols, x, y, max_trials=3, deadline=d)
+    assert _summary(cut) == _summary(plain)[:2]  # the start and the first trial
+    last = [c for c in cut if c.accepted][-1]  # the last accepted network is what stands
+    assert {k: f.primitive for k, f in cut_sym.edges.items()} == last.primitives
+    assert d.cuts == ("Occam step: stopped after 1 trials",)
+
+
+def test_refinement_stops_snapping_at_the_deadline():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (300, 1))
+    y = 2 * x[:, 0] + 0.5 + rng.normal(0, 1e-4, 300)
+    s = sympy.Symbol("x", real=True)
+    raw = sympy.Float(1.9) * s + sympy.Float(0.45)
+    plain = refine(raw, [s], x, y)
+    assert plain == 2 * s + sympy.Rational(1, 2)
+    assert refine(raw, [s], x, y, deadline=never()) == plain
+    d = expiring(2)  # up before the first constant: the refit stands, nothing is snapped
+    cut = refine(raw, [s], x, y, deadline=d)
+    assert len(cut.atoms(sympy.Float)) == 2 and abs(float(cut.coeff(s)) - 2) < 1e-3
+    assert d.cuts == ("refinement: snapping stopped after 0 of 2 constants",)
+
+
+def test_the_direct_search_stops_between_families_and_keeps_what_it_found():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.5, 3.0, (800, 1))
+    y = x[:, 0] ** 2 + 1.0
+    s = [sympy.Symbol("x", real=True)]
+    plain = direct_search(x, y, s)
+    assert direct_search(x, y, s, deadline=never()) == plain
+    d = expiring(2)  # the first family (y itself) is searched, the second is not
+    cut = direct_search(x, y, s, deadline=d)
+    assert len(cut) == 1 and cut[0].error < 1e-9 and sympy.simplify(cut[0].expr - (s[0] ** 2 + 1)) == 0
+    assert d.cuts[0].startswith("direct search: 1 of ") and d.cuts[0].endswith(" target transforms searched")
