@@ -51,7 +51,12 @@ class KANRegressor:
     holdout : float
         Share of the rows held out to verify the formula.
     max_train_rows : int or None
-        Rows the KAN trains on at most.
+        Rows the KAN trains on at most (a seeded sample of the fitting rows; >= 10).
+    screen : bool
+        Drop, before the KAN, the features a held-out permutation test finds unused
+        (:mod:`kansym.discover.screen`); :meth:`predict` still takes every feature.
+    keep_inputs : sequence of str
+        Feature names the screening never drops.
     seed : int
     device : str
     units : mapping of str to str, or str, optional
@@ -100,8 +105,8 @@ class KANRegressor:
                  theta: float = 1e-2, space: str = "auto", library: Sequence[str] | None = None,
                  r2_threshold: float = 0.999, min_edge_r2: float = 0.9, holdout: float = 0.2,
                  max_train_rows: int | None = 3000, seed: int = 0, device: str = "cpu",
-                 units: Any = None, complexity_weight: float = 0.05,
-                 time_limit: float | None = DEFAULT_TIME_LIMIT) -> None:
+                 units: Any = None, complexity_weight: float = 0.05, screen: bool = True,
+                 keep_inputs: Sequence[str] = (), time_limit: float | None = DEFAULT_TIME_LIMIT) -> None:
         self.hidden = hidden
         self.grid_size = grid_size
         self.steps = steps
@@ -117,6 +122,8 @@ class KANRegressor:
         self.device = device
         self.units = units
         self.complexity_weight = complexity_weight
+        self.screen = screen
+        self.keep_inputs = keep_inputs
         self.time_limit = time_limit
 
     @classmethod
@@ -151,7 +158,8 @@ class KANRegressor:
             space=self.space, library=None if self.library is None else tuple(self.library),
             r2_threshold=self.r2_threshold, min_edge_r2=self.min_edge_r2, holdout=self.holdout,
             max_train_rows=self.max_train_rows, seed=self.seed, device=self.device,
-            complexity_weight=self.complexity_weight, time_limit=self.time_limit,
+            complexity_weight=self.complexity_weight, screen=self.screen,
+            keep_inputs=tuple(str(k) for k in self.keep_inputs), time_limit=self.time_limit,
         )
 
     def fit(self, X: Any, y: Any, *, feature_names: Sequence[str] | None = None,
@@ -257,7 +265,10 @@ class KANRegressor:
     def predict(self, X: Any) -> np.ndarray:
         """Evaluate the discovered formula on ``X (N, d)`` -> ``(N,)``."""
         formula = self._fitted()
-        return formula(self._check_X(X, self.n_features_in_))
+        X = self._check_X(X, self.n_features_in_)
+        names = list(self.feature_names_in_)
+        used = [names.index(s.name) for s in formula.symbols]  # a screened fit uses some of the features
+        return formula(X[:, used])
 
     def score(self, X: Any, y: Any) -> float:
         """R² of the formula's predictions on ``X, y``."""

@@ -9,7 +9,7 @@ import click
 from kansym.cli.common import CLIError, check_device, common_options, prepare_out_dir, run_safely, setup_logging
 from kansym.cli.lock import dir_lock_path, output_lock
 from kansym.cli.options import (
-    NON_NEGATIVE, data_options, discover_config, model_options, resolve_data, symbolic_options,
+    NON_NEGATIVE, data_options, discover_config, model_options, resolve_data, size_options, symbolic_options,
 )
 from kansym.config import MAX_STEPS
 from kansym.cli.run import (
@@ -27,6 +27,7 @@ FORMULA_OUTPUTS = ["formula.json", "formula.tex"]
 @data_options
 @model_options
 @symbolic_options
+@size_options
 @click.option("--out-dir", "-o", default="kansym-out", show_default=True, type=click.Path(), help="Directory for model.pt, pruned.pt, formula.json, formula.tex, graph.json.")
 @click.option("--force", is_flag=True, help="Overwrite existing output files not written by kansym.")
 @click.option("--plots", default=None, type=click.Path(file_okay=False), help="Also write diagram.png, report.png and curves.png of the run in this directory.")
@@ -37,7 +38,7 @@ FORMULA_OUTPUTS = ["formula.json", "formula.tex"]
 @common_options
 @click.pass_context
 @run_safely
-def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, theta, space, lib, r2_threshold, complexity_weight, out_dir, force, plots, finetune_steps, backend, time_limit, units, seed, device, quiet):
+def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, theta, space, lib, r2_threshold, complexity_weight, max_train_rows, no_screen, keep_inputs, out_dir, force, plots, finetune_steps, backend, time_limit, units, seed, device, quiet):
     """Find the law in DATA (a CSV): train a KAN, prune it, symbolify it.
 
     Prints the formula (LaTeX) and its R², and writes OUT_DIR/model.pt,
@@ -58,6 +59,7 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
     config = discover_config(hidden=hidden, grid_size=grid_size, steps=steps, lamb=lamb, theta=theta, space=space,
                              lib=lib, r2_threshold=r2_threshold, seed=seed, device=device,
                              finetune_steps=finetune_steps, complexity_weight=complexity_weight,
+                             max_train_rows=max_train_rows, screen=not no_screen, keep_inputs=keep_inputs,
                              time_limit=time_limit or None)
     out = Path(out_dir)
     protect = [path]
@@ -75,6 +77,9 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
         if backend == "pysr":
             return _fit_with_pysr(table, out, force=force, protect=protect, seed=seed, data=str(path))
         check_same_columns(table, point, resume)
+        from kansym.discover.screen import check_keep_inputs
+
+        check_keep_inputs(config.keep_inputs, table.input_names)  # a bad name: one line before any work
         extra = {"data": str(path)}
         try:
             with stop_on_sigterm():

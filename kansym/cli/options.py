@@ -17,7 +17,7 @@ from kansym.config import MAX_STEPS
 from kansym.errors import ConfigError
 
 __all__ = ["EXAMPLES", "NON_NEGATIVE", "data_options", "model_options", "symbolic_options", "resolve_data", "split_names",
-           "parse_hidden", "discover_config"]
+           "parse_hidden", "discover_config", "size_options"]
 
 EXAMPLES = {
     # name: (target, inputs) of the datasets shipped in kansym/data
@@ -71,7 +71,8 @@ def parse_hidden(value: str) -> tuple[int, ...]:
 def discover_config(*, hidden: str = "5", grid_size: int = 5, steps: int | None = None, lamb: float | None = None,
                     theta: float = 1e-2, space: str = "auto", lib: str | None = None, r2_threshold: float = 0.999,
                     seed: int = 0, device: str = "cpu", finetune_steps: int | None = None,
-                    complexity_weight: float | None = None, time_limit: float | None = None):
+                    complexity_weight: float | None = None, max_train_rows: int | None = None,
+                    screen: bool = True, keep_inputs: str | None = None, time_limit: float | None = None):
     """The :class:`~kansym.discover.config.DiscoverConfig` of the parsed options (None: the default;
     for ``time_limit`` None is no limit, which ``kansym train`` runs under: it has no ``--time-limit``).
 
@@ -89,6 +90,8 @@ def discover_config(*, hidden: str = "5", grid_size: int = 5, steps: int | None 
         hidden=parse_hidden(hidden), grid_size=grid_size, train=train, finetune=finetune, theta=theta, space=space,
         library=split_names(lib, LIB_FLAG, LIB_EXAMPLE), r2_threshold=r2_threshold, seed=seed, device=device,
         complexity_weight=defaults.complexity_weight if complexity_weight is None else complexity_weight,
+        max_train_rows=defaults.max_train_rows if max_train_rows is None else max_train_rows,
+        screen=screen, keep_inputs=split_names(keep_inputs) or (),
         time_limit=time_limit,
     )
 
@@ -135,4 +138,12 @@ def model_options(fn):
     fn = click.option("--steps", default=None, type=click.IntRange(1, MAX_STEPS), help="LBFGS steps of the sparsifying training.  [default: 20]")(fn)
     fn = click.option("--grid-size", default=5, show_default=True, type=click.IntRange(min=1), help="B-spline grid intervals G.")(fn)
     fn = click.option("--hidden", default="5", show_default=True, help="Hidden layer widths, e.g. 5 or 5,3.")(fn)
+    return fn
+
+
+def size_options(fn):
+    """``kansym fit``'s options on which rows and columns a run uses (issue 19)."""
+    fn = click.option("--keep-inputs", default=None, help="Comma-separated input columns the input screening never drops.")(fn)
+    fn = click.option("--no-screen", "no_screen", is_flag=True, help="Keep every input column: no screening before the KAN (by default columns that a held-out permutation test finds unused are dropped, with a notice).")(fn)
+    fn = click.option("--max-train-rows", default=None, type=click.IntRange(min=10), help="Rows the KAN trains on at most (seeded sample of the fitting rows; the symbolic stages and the verification use the others too).  [default: 3000]")(fn)
     return fn

@@ -136,7 +136,11 @@ def check_same_columns(table, point, resume: str | None) -> None:
     if point is None:
         return
     bundle = point.bundle
-    if table.input_names != bundle.input_names or table.target_names != bundle.output_names:
+    names = list(table.input_names)
+    # a screened run trained on some of the columns, in the table's order (kansym.discover.screen)
+    subset = all(n in names for n in bundle.input_names) and \
+        [n for n in names if n in bundle.input_names] == list(bundle.input_names)
+    if not subset or not bundle.input_names or table.target_names != bundle.output_names:
         raise ConfigError(
             f"'{resume}' was trained on inputs {', '.join(bundle.input_names)} -> {', '.join(bundle.output_names)}, "
             f"not {', '.join(table.input_names)} -> {', '.join(table.target_names)}; give the same columns"

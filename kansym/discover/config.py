@@ -56,6 +56,13 @@ class DiscoverConfig(PlainConfig):
     max_train_rows : int or None
         The KAN trains on at most this many (seeded) rows of the fitting rows;
         symbolification and refinement use them all. None: no cap.
+    screen : bool
+        Test before the KAN which inputs the law uses and run on those only
+        (:mod:`kansym.discover.screen`: held-out permutation tests of a smooth model and a
+        short sparsified KAN of all columns); a run clearly worse than those models brings
+        the dropped columns back. Off for fewer than 3 inputs or 400 fitting rows.
+    keep_inputs : tuple of str
+        Input columns the screening never drops.
     shortcut : bool
         When the law is additive in the KAN's units (one input, or the residual of
         :func:`kansym.transform.additive_r2` at most 1e-4 or at most twice that of
@@ -107,6 +114,8 @@ class DiscoverConfig(PlainConfig):
     min_edge_r2: float = 0.9
     holdout: float = 0.2
     max_train_rows: int | None = 3000
+    screen: bool = True
+    keep_inputs: tuple[str, ...] = ()
     shortcut: bool = True
     simplify_edges: bool = True
     direct_search: bool = True
@@ -155,7 +164,7 @@ class DiscoverConfig(PlainConfig):
         for name in ("train", "finetune"):
             if isinstance(d.get(name), dict):
                 d[name] = TrainConfig.from_dict(d[name])
-        for name in ("hidden", "library"):
+        for name in ("hidden", "library", "keep_inputs"):
             if isinstance(d.get(name), list):
                 d[name] = tuple(d[name])
         return super().from_dict(d)

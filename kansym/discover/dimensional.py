@@ -158,6 +158,8 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
         raise DataError(f"no unit given for column(s) {', '.join(missing)}; every input and the target need one")
     parsed = {c: (parse_unit(units[c]) if isinstance(units[c], str) else dict(units[c])) for c in [*names, target]}
     text = {c: (units[c] if isinstance(units[c], str) else str(units[c])) for c in [*names, target]}
+    # the units name every variable the law may use: the reduction, not the input screening, shrinks them
+    config = config.replace(screen=False)
     fit_idx, test_idx = split_holdout(x.shape[0], config.holdout, config.seed)
     n_test = 0 if test_idx is None else len(test_idx)
     test_idx = fit_idx if test_idx is None else test_idx

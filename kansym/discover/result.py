@@ -168,6 +168,8 @@ class Discovery:
 
     ``seconds`` sums the stages over all runs; ``runs`` is 1, or 2 when the additive
     shortcut was tried before the hidden-layer KAN (:class:`DiscoverConfig` ``shortcut``).
+    ``screening`` is the :class:`kansym.discover.screen.Screening` of the inputs (None when
+    it was off): the models and formulas use the kept columns only.
     ``time_limit`` is the run's limit in seconds (None: none) and ``cut_short`` what it cut
     short or skipped (:attr:`kansym.deadline.Deadline.cuts`; empty when it did not bind,
     and then the run is the same as without a limit).
@@ -181,6 +183,7 @@ class Discovery:
     graph: nx.DiGraph
     seconds: dict
     runs: int = 1
+    screening: Any = None
     time_limit: float | None = None
     cut_short: tuple[str, ...] = ()
 

@@ -2,7 +2,7 @@
 
 :func:`discover` chains the stages; each returns a new value and none mutates its input::
 
-    rows -> (direct search) -> train (L1 + entropy) -> prune(theta) -> fine-tune
+    rows -> input screening -> (direct search) -> train (L1 + entropy) -> prune(theta) -> fine-tune
          -> symbolify (per-edge primitives) -> Occam step -> compose -> refine -> verify
 
 :func:`train` is the training stage alone with its resumable checkpoint (``kansym train``).
@@ -30,6 +30,7 @@ from kansym.discover.magnitude import discovery_to_table, interrupted_to_table, 
 from kansym.discover.result import MIN_ROWS, Discovery, Formula, RunInterrupted, split_holdout
 from kansym.discover.resume import ResumePoint, resume_record
 from kansym.discover.oracle import structure_stage, wants_structure
+from kansym.discover.screen import screened_discover
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage
 from kansym.discover.structure import additivity, interaction_error
 from kansym.discover.symbolify import symbolify_stage, wants_direct_search
@@ -84,6 +85,15 @@ class Rows:
                                                                           replace=False))
             x_train, y_train = x[sub], y[sub]
         return cls(x, y, x_test, y_test, x_train, y_train)
+
+    def sizes(self, config: DiscoverConfig) -> str:
+        """The rows each stage really uses, in words (for the log)."""
+        n_fit, n_test = self.x.shape[0], 0 if self.x_test is None else self.x_test.shape[0]
+        n_val = int(round(self.x_train.shape[0] * config.train.val_fraction))
+        held = f"{n_fit} fitting + {n_test} held out (verification)" if n_test else f"{n_fit} fitting, none held out"
+        return (f"rows: {n_fit + n_test} = {held}; the KAN trains on {self.x_train.shape[0]} of the fitting rows "
+                f"({n_val} of them validate; max_train_rows {config.max_train_rows}); symbolic fits and refinement "
+                f"use up to {n_fit}")
 
 
 def check_run(n_rows: int, d_in: int, d_out: int, config: DiscoverConfig, *, holdout: bool = True) -> None:
@@ -196,6 +206,9 @@ def discover(
     input_names, output_names : sequence of str
         Column names; they become the formula's symbols.
     config : DiscoverConfig, optional
+        With ``screen`` (the default) the inputs are first screened and the run uses only
+        the columns a held-out permutation test finds used (:mod:`kansym.discover.screen`;
+        the result's ``screening`` says which and why).
     progress : bool, optional
         Progress bars (default: only on a terminal).
     resume : ResumePoint, optional
@@ -228,17 +241,24 @@ def discover(
     config = config or DiscoverConfig()
     deadline = Deadline(config.time_limit) if deadline is None else deadline
     x, y = _as_2d(x, y)
-    scales = working_scales(x, y, input_names, output_names, config.space)
-    if resume is not None:
-        resume = replace(resume, bundle=scales.bundle_to_working(resume.bundle))
-    with _blas_threads(config.train.num_threads):
+
+    def run(cols: Sequence[int], point: ResumePoint | None) -> Discovery:
+        names = [input_names[i] for i in cols]
+        xc = x if len(cols) == x.shape[1] else x[:, list(cols)]  # all columns: the caller's very array
+        scales = working_scales(xc, y, names, output_names, config.space)
+        if point is not None:
+            point = replace(point, bundle=scales.bundle_to_working(point.bundle))
         try:
-            found, rows = _discover(scales.x_to_working(x), scales.y_to_working(y), input_names, output_names, config,
-                                    progress, resume, deadline)
+            found, rows = _discover(scales.x_to_working(xc), scales.y_to_working(y), names, output_names, config,
+                                    progress, point, deadline)
         except RunInterrupted as stop:
             raise interrupted_to_table(stop, scales) from None
+        return discovery_to_table(found, scales, scales.x_to_table(rows.x), scales.y_to_table(rows.y))
+
+    with _blas_threads(config.train.num_threads):
+        found = screened_discover(run, x, y, input_names, config, resume)  # input screening (issue 19)
     found = replace(found, time_limit=deadline.seconds, cut_short=deadline.cuts)
-    return _finish(discovery_to_table(found, scales, scales.x_to_table(rows.x), scales.y_to_table(rows.y)))
+    return _finish(found)
 
 
 def _as_2d(x, y) -> tuple[np.ndarray, np.ndarray]:
@@ -268,6 +288,7 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
               deadline: Deadline) -> tuple[Discovery, Rows]:
     """The run on (working-unit) rows: its result (before :func:`_finish`) and the split rows."""
     rows = Rows.split(x, y, config)
+    log.info("%s", rows.sizes(config))
     t0 = time.perf_counter()
     direct, reference = None, float("nan")
     if wants_direct_search(config, x.shape[1], y.shape[1]):

@@ -21,16 +21,17 @@ import numpy as np
 from kansym.errors import DataError
 from kansym.symbolic.verify import nrmse, r2_score
 
-__all__ = ["choose_space", "additive_r2", "interaction_r2", "interaction_error", "additivity"]
+__all__ = ["choose_space", "additive_r2", "interaction_r2", "interaction_error", "additivity", "legendre_features"]
 
 
-def _legendre_features(x: np.ndarray, degree: int, pairs: int, span: np.ndarray | None = None) -> np.ndarray:
-    """Columns: 1, Legendre P_1..P_degree of each scaled input, and (``pairs > 0``) the
-    products P_a(x_i) P_b(x_j), i < j, 1 <= a, b <= pairs. Inputs are scaled to [-1, 1] by
-    their own range, or by the rows ``span`` (whose model is being evaluated on ``x``)."""
-    ref = x if span is None else span
-    lo, hi = ref.min(axis=0), ref.max(axis=0)
-    u = 2 * (x - lo) / np.where(hi > lo, hi - lo, 1.0) - 1  # (n, d) in [-1, 1]
+def legendre_features(x: np.ndarray, degree: int, pairs: int, lo: np.ndarray | None = None,
+                      hi: np.ndarray | None = None) -> np.ndarray:
+    """Columns: 1, Legendre P_1..P_degree of each input scaled to [-1, 1], and (``pairs > 0``)
+    the products P_a(x_i) P_b(x_j), i < j, 1 <= a, b <= pairs. ``lo, hi``: the range mapped to
+    [-1, 1] (default: that of ``x``; other rows are clipped to [-1.5, 1.5])."""
+    lo = x.min(axis=0) if lo is None else lo
+    hi = x.max(axis=0) if hi is None else hi
+    u = np.clip(2 * (x - lo) / np.where(hi > lo, hi - lo, 1.0) - 1, -1.5, 1.5)  # (n, d) in [-1, 1]
     per = [np.polynomial.legendre.legvander(u[:, i], degree)[:, 1:] for i in range(x.shape[1])]  # d x (n, degree)
     cols = [np.ones((x.shape[0], 1))] + per
     for i in range(x.shape[1]):
@@ -66,7 +67,7 @@ def additive_r2(x: np.ndarray, y: np.ndarray, *, degree: int = 5, max_rows: int 
     y : ndarray (N,) or (N, 1)
     """
     x, y = _rows(x, y, max_rows)
-    return _lstsq_r2(_legendre_features(x, degree, 0), y)
+    return _lstsq_r2(legendre_features(x, degree, 0), y)
 
 
 def interaction_r2(x: np.ndarray, y: np.ndarray, *, degree: int = 5, pairs: int = 2, max_rows: int = 2000) -> float:
@@ -74,7 +75,7 @@ def interaction_r2(x: np.ndarray, y: np.ndarray, *, degree: int = 5, pairs: int 
     ``P_a(x_i) P_b(x_j)`` (``a, b <= pairs``): the accuracy a smooth non-additive fit
     reaches, i.e. about the noise floor of ``y``, to which the additive residual is compared."""
     x, y = _rows(x, y, max_rows)
-    return _lstsq_r2(_legendre_features(x, degree, pairs), y)
+    return _lstsq_r2(legendre_features(x, degree, pairs), y)
 
 
 def interaction_error(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, *,
@@ -86,11 +87,11 @@ def interaction_error(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, y_test: 
     x, y = _rows(x, y, max_rows)
     xt = np.asarray(x_test, dtype=np.float64)
     yt = np.asarray(y_test, dtype=np.float64).reshape(xt.shape[0], -1)[:, 0]
-    A = _legendre_features(x, degree, pairs)
+    A = legendre_features(x, degree, pairs)
     if A.shape[1] >= x.shape[0] or not (np.all(np.isfinite(A)) and np.all(np.isfinite(y))):
         return float("inf")
     coef, *_ = np.linalg.lstsq(A, y, rcond=None)
-    return nrmse(yt, _legendre_features(xt, degree, pairs, span=x) @ coef)
+    return nrmse(yt, legendre_features(xt, degree, pairs, x.min(axis=0), x.max(axis=0)) @ coef)
 
 
 def choose_space(x: np.ndarray, y: np.ndarray, space: str = "auto", *, decades: float = 2.0) -> str:

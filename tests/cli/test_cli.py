@@ -189,3 +189,35 @@ def test_symbolify_exports_python_that_reproduces_the_formula(runner, tmp_path):
     X = np.random.default_rng(0).uniform(-1, 1, (50, 2))
     expected = sympy.lambdify([x1, x2], expr)(X[:, 0], X[:, 1])
     np.testing.assert_allclose(namespace["f"](X), expected, rtol=1e-12)
+
+
+def test_size_and_screening_options_fail_before_work(runner, tmp_path):
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,b,c,y\n" + "".join(f"{i},{i % 3},{i % 5},{2 * i}\n" for i in range(30)))
+    out = str(tmp_path / "o")
+    _one_line_error(runner.invoke(cli, ["fit", str(csv), "-t", "y", "--keep-inputs", "a,nope", "-o", out]), "'nope'")
+    _one_line_error(runner.invoke(cli, ["fit", str(csv), "-t", "y", "--max-train-rows", "5", "-o", out]),
+                    "--max-train-rows")
+    _one_line_error(runner.invoke(cli, ["fit", str(csv), "-t", "y", "--max-train-rows", "many", "-o", out]),
+                    "--max-train-rows")
+    assert not (tmp_path / "o" / "model.pt").exists()
+    help_text = runner.invoke(cli, ["fit", "--help"]).output
+    assert "--keep-inputs" in help_text and "--no-screen" in help_text and "--max-train-rows" in help_text
+
+
+def test_a_screened_checkpoint_resumes_on_the_same_table_only():
+    from types import SimpleNamespace
+
+    from kansym.cli.run import check_same_columns
+    from kansym.errors import ConfigError
+
+    table = SimpleNamespace(input_names=("a", "b", "c", "d"), target_names=("y",))
+
+    def point(inputs, outputs=("y",)):
+        return SimpleNamespace(bundle=SimpleNamespace(input_names=tuple(inputs), output_names=tuple(outputs)))
+
+    check_same_columns(table, point("abcd"), "ck.pt")
+    check_same_columns(table, point("bd"), "ck.pt")  # the screening kept b and d
+    for bad in (point("db"), point("bx"), point(""), point("bd", ("z",))):
+        with pytest.raises(ConfigError, match="give the same columns"):
+            check_same_columns(table, bad, "ck.pt")

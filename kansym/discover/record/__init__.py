@@ -58,7 +58,9 @@ run; ``model.pt``'s meta holds the seconds); with units: ``units`` and ``reducti
 (:func:`kansym.discover.reduced.reduction_meta`: the groups as exponents of the columns); from
 ``kansym fit``: ``data``; from ``symbolify``: ``checkpoint``; when the time limit bound (only
 then): ``time_limit`` (``seconds``, ``cut_short``: what it cut, ``note``;
-:func:`kansym.discover.budget.time_limit_entry`).
+:func:`kansym.discover.budget.time_limit_entry`); when the input screening ran
+(:mod:`kansym.discover.screen`): ``removed_inputs`` (``name``, ``z_smooth``, ``z_kan``,
+``z_threshold``, ``reason``; ``inputs`` are those the model and formula use).
 """
 
 from kansym.discover.record.read import FormulaRecord, read_record, sibling_record

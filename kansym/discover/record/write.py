@@ -101,6 +101,8 @@ def discovery_record(result: Any, extra: Mapping[str, Any] | None = None) -> dic
     if getattr(result, "units", None) is not None:
         red = result.reduction
         keys.update(units=result.units, reduction=None if red is None else reduction_meta(red, result.formulas[0].target))
+    if getattr(result, "screening", None) is not None:
+        keys["removed_inputs"] = result.screening.removed_record()
     return formula_record(result.formulas[0], result.pruned, result.symbolic, extra={**keys, **(extra or {})})
 
 

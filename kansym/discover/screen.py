@@ -1,0 +1,395 @@
+"""Input screening before the KAN: which columns of a wide table the law uses (issue 19).
+
+A KAN of ``d`` inputs has ``d * hidden`` first-layer edges, and every later stage (pruning,
+per-edge fits, the Occam step, refinement) pays for each of them; noise columns also make
+the sparsifying training miss the law (10 inputs, 2 used: a ``[10, 5, 1]`` KAN reached a
+held-out R² of 0.89 on ``x3*x7 + x1``). :func:`screen_inputs` decides cheaply, before
+the KAN, which columns matter, and :func:`screened_discover` runs the discovery on those
+only and brings the others back when the result is clearly worse than a model of all
+columns.
+
+The test is permutation importance on held-out rows (Breiman 2001, "Random forests",
+Machine Learning 45, §10; Fisher, Rudin & Dominici 2019, JMLR 20(177), "model reliance"):
+two models of all columns are fitted on some of the fitting rows,
+
+- a smooth one: least squares on Legendre polynomials of each scaled input (degree 5) and
+  their pairwise products (AI Feynman's fitted-model separability test, as in
+  :mod:`kansym.discover.structure`), and
+- a short sparsified KAN (KAN paper, Liu et al. 2024, arXiv:2404.19756, §2.5: L1 training
+  for a few LBFGS steps), which also sees interactions of more than two inputs,
+
+and each column is shuffled on other rows. For a column the model does not use, or uses
+only to fit noise of its training rows, the change ``d_s = e'_s^2 - e_s^2`` of the squared
+error has mean zero on new rows; for a column the law uses it is positive. A column is
+kept when, for either model, the paired z statistic ``mean(d) / (std(d) / sqrt(n))``
+exceeds the one-sided Bonferroni critical value for ``alpha = 0.01`` over all the tests
+(``2 d`` of them: 3.29 for 10 columns, 3.48 for 20), so a pure-noise table keeps a noise
+column with probability about 1 %. A small but real effect (``y = x1 + 0.05 x2``) shows
+as a z of tens on thousands of rows. Nothing depends on a column's name or on a law.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from scipy.stats import norm
+
+from kansym.discover.config import DiscoverConfig
+from kansym.discover.result import split_holdout
+from kansym.discover.structure import choose_space, legendre_features
+from kansym.errors import ConfigError
+from kansym.symbolic.verify import r2_score
+
+__all__ = ["Screening", "screen_inputs", "with_kept", "screened_discover", "check_keep_inputs", "MIN_INPUTS", "MIN_ROWS"]
+
+log = logging.getLogger("kansym")
+
+MIN_INPUTS = 3  # with 1-2 inputs the KAN is small and the direct search covers them: nothing to gain
+MIN_ROWS = 400  # fewer fitting rows test too few rows to see a small effect: keep every column
+ALPHA = 0.01  # family-wise error rate of the permutation tests (Bonferroni over 2 d tests)
+FIT_ROWS = 3000  # rows the smooth model is fitted on, at most
+KAN_ROWS = 1000  # rows the screening KAN trains on, at most (of the same rows)
+EVAL_ROWS = 3000  # other fitting rows on which each column is shuffled, at most
+KAN_STEPS = 10  # LBFGS steps of the screening KAN
+DEGREE = 5  # Legendre degree of each input in the smooth model
+TRUST_R2 = 0.9  # a screening whose best model explains less of y (held out) drops nothing
+BRING_BACK_RATIO = 2.0  # "clearly worse": at least twice the screening model's held-out squared error
+BRING_BACK_FLOOR = 1e-6  # ... and more than this share of var(y) (below it both fit the law to rounding)
+
+
+@dataclass(frozen=True)
+class Screening:
+    """The verdict of :func:`screen_inputs`.
+
+    Attributes
+    ----------
+    names : tuple of str
+        All input columns, in order.
+    kept, removed : tuple of int
+        Indices of the columns the run uses and of those it drops.
+    z_smooth, z_kan : tuple of float
+        Paired z statistic of each column's permutation test with the smooth model and the
+        screening KAN (NaN when that model was not fitted).
+    z_threshold : float
+        The Bonferroni critical value a column must exceed with either model.
+    forced : tuple of int
+        Columns kept because the caller named them (``keep_inputs``).
+    rows_fit, rows_kan, rows_eval : int
+        Rows the smooth model and the KAN were fitted on, and rows the columns were shuffled on.
+    space : str
+        Units of the tests (``linear`` or ``log``).
+    r2 : float
+        Held-out R² (shuffling rows, test units) of the better screening model. Below
+        :data:`TRUST_R2` nothing is dropped: the unexplained part may involve any column.
+    reference : ndarray (n_test,) or None
+        Prediction of the better screening model (all columns, CSV units) on the run's
+        held-out rows, for the bring-back check; None without held-out rows.
+    reference_kept : ndarray (n_test,) or None
+        The same of the smooth model refitted on the kept columns only (None when none was dropped).
+    brought_back : bool
+        Whether the run on the kept columns was clearly worse and all columns were used.
+    """
+
+    names: tuple[str, ...]
+    kept: tuple[int, ...]
+    removed: tuple[int, ...]
+    z_smooth: tuple[float, ...]
+    z_kan: tuple[float, ...]
+    z_threshold: float
+    forced: tuple[int, ...] = ()
+    rows_fit: int = 0
+    rows_kan: int = 0
+    rows_eval: int = 0
+    space: str = "linear"
+    r2: float = float("nan")
+    reference: Any = None
+    reference_kept: Any = None
+    brought_back: bool = False
+
+    def reason(self, i: int) -> str:
+        """Why column ``i`` was dropped (or kept), in words with its scores."""
+        return (f"held-out permutation test: z {_z(self.z_smooth[i])} (smooth model), {_z(self.z_kan[i])} (KAN) "
+                f"{'<=' if i in self.removed else '>'} {self.z_threshold:.2f} (Bonferroni, alpha {ALPHA:g} over "
+                f"{2 * len(self.names)} tests)")
+
+    def removed_record(self) -> list[dict]:
+        """``removed_inputs`` of ``formula.json``: name, scores, threshold and reason of each dropped column
+        (empty after a bring-back: the run used every column)."""
+        if self.brought_back:
+            return []
+        return [{"name": self.names[i], "z_smooth": _finite(self.z_smooth[i]), "z_kan": _finite(self.z_kan[i]),
+                 "z_threshold": self.z_threshold, "reason": self.reason(i)} for i in self.removed]
+
+
+def _z(v: float) -> str:
+    return "n/a" if not np.isfinite(v) else f"{v:.2f}"
+
+
+def _finite(v: float) -> float | None:
+    return float(v) if np.isfinite(v) else None  # JSON has no NaN
+
+
+def check_keep_inputs(keep: Sequence[str], names: Sequence[str]) -> None:
+    """Refuse a ``keep_inputs`` name that is not an input column.
+
+    Raises
+    ------
+    ConfigError
+    """
+    unknown = [k for k in keep if k not in names]
+    if unknown:
+        raise ConfigError(f"keep_inputs names {', '.join(map(repr, unknown))}, which is not an input column "
+                          f"(inputs: {', '.join(names)})")
+
+
+def screen_inputs(x: np.ndarray, y: np.ndarray, input_names: Sequence[str],
+                  config: DiscoverConfig) -> Screening | None:
+    """Test which inputs matter (module docstring); None when screening is off or cannot pay.
+
+    Screening is off with ``config.screen`` False, with fewer than :data:`MIN_INPUTS` inputs,
+    more than one target, or fewer than :data:`MIN_ROWS` fitting rows. Only fitting rows
+    (those :func:`~kansym.discover.result.split_holdout` does not hold out) are used, so the
+    held-out verification stays independent.
+
+    Parameters
+    ----------
+    x : ndarray (N, d_in), CSV units
+    y : ndarray (N, 1), CSV units
+    input_names : sequence of str
+    config : DiscoverConfig
+        ``screen``, ``keep_inputs``, ``space``, ``hidden``, ``train``, ``holdout``, ``seed``,
+        ``device`` and ``dtype`` are used.
+
+    Raises
+    ------
+    ConfigError
+        A ``keep_inputs`` name that is not an input.
+    """
+    names = tuple(input_names)
+    check_keep_inputs(config.keep_inputs, names)
+    d = x.shape[1]
+    fit_idx, test_idx = split_holdout(x.shape[0], config.holdout, config.seed)
+    if not config.screen or d < MIN_INPUTS or y.shape[1] != 1 or len(fit_idx) < MIN_ROWS:
+        return None
+    perm = np.random.default_rng([config.seed, 19]).permutation(fit_idx)
+    n_fit = min(FIT_ROWS, len(perm) // 2)
+    tr, ev = np.sort(perm[:n_fit]), np.sort(perm[n_fit:n_fit + EVAL_ROWS])
+    space = choose_space(x[tr], y[tr], config.space)
+    g = np.log if space == "log" else (lambda a: a)
+    u, v = g(x), g(y[:, 0])
+    rng = np.random.default_rng([config.seed, 23])
+    shuffles = [rng.permutation(len(ev)) for _ in range(d)]
+    z_crit = float(norm.ppf(1.0 - ALPHA / (2 * d)))
+    smooth = _SmoothModel.fit(u[tr], v[tr])
+    z_smooth = _permutation_z(smooth.predict, u[ev], v[ev], shuffles)
+    kan = _kan_model(x[tr[:KAN_ROWS]], y[tr[:KAN_ROWS]], names, config, space)
+    z_kan = _permutation_z(lambda a: kan(a), u[ev], v[ev], shuffles)
+    forced = tuple(i for i, n in enumerate(names) if n in config.keep_inputs)
+    r2 = {m: r2_score(v[ev], f(u[ev]), nonfinite="-inf") for m, f in (("smooth", smooth.predict), ("kan", kan))}
+    best = max(r2, key=r2.get)
+    if r2[best] < TRUST_R2:  # what neither model explains may involve any column (x1*x2*x3 looks like noise to both)
+        kept = list(range(d))
+    else:
+        kept = [i for i in range(d) if z_smooth[i] > z_crit or z_kan[i] > z_crit or i in forced]
+        kept = kept or [int(np.argmax(np.fmax(z_smooth, z_kan)))]
+    reference = None
+    if test_idx is not None:
+        reference = _back((smooth.predict if best == "smooth" else kan)(u[test_idx]), space)
+    plan = Screening(names=names, kept=(), removed=(), z_smooth=tuple(map(float, z_smooth)),
+                     z_kan=tuple(map(float, z_kan)), z_threshold=z_crit, forced=forced, rows_fit=len(tr),
+                     rows_kan=min(KAN_ROWS, len(tr)), rows_eval=len(ev), space=space, r2=float(r2[best]),
+                     reference=reference)
+    return with_kept(plan, kept, x, y, config)
+
+
+def with_kept(plan: Screening, kept: Sequence[int], x: np.ndarray, y: np.ndarray,
+              config: DiscoverConfig) -> Screening:
+    """``plan`` keeping the columns ``kept`` (its ``removed`` and ``reference_kept`` follow).
+
+    Used by :func:`screen_inputs`, and to replay a verdict (a resumed run's columns, a test).
+    """
+    kept = tuple(sorted(int(i) for i in kept))
+    d = len(plan.names)
+    fit_idx, test_idx = split_holdout(x.shape[0], config.holdout, config.seed)
+    reference_kept = None
+    if plan.reference is not None and test_idx is not None and len(kept) < d:
+        perm = np.random.default_rng([config.seed, 19]).permutation(fit_idx)
+        tr = np.sort(perm[:min(FIT_ROWS, len(perm) // 2)])
+        g = np.log if plan.space == "log" else (lambda a: a)
+        u, v = g(x[:, list(kept)]), g(y[:, 0])
+        reference_kept = _back(_SmoothModel.fit(u[tr], v[tr]).predict(u[test_idx]), plan.space)
+    return replace(plan, kept=kept, removed=tuple(i for i in range(d) if i not in kept),
+                   reference_kept=reference_kept)
+
+
+def _back(pred: np.ndarray, space: str) -> np.ndarray:
+    return np.exp(np.clip(pred, -700, 700)) if space == "log" else pred
+
+
+def _permutation_z(predict: Callable[[np.ndarray], np.ndarray], u: np.ndarray, v: np.ndarray,
+                   shuffles: Sequence[np.ndarray]) -> np.ndarray:
+    """Paired z of ``(v - f(u with column i shuffled))^2 - (v - f(u))^2`` for each column ``i``."""
+    base = (v - predict(u)) ** 2
+    z = np.empty(u.shape[1])
+    for i, p in enumerate(shuffles):
+        w = u.copy()
+        w[:, i] = u[p, i]
+        diff = (v - predict(w)) ** 2 - base
+        sd = float(np.std(diff))
+        z[i] = 0.0 if sd == 0 else float(np.mean(diff)) / (sd / np.sqrt(len(diff)))
+    return np.nan_to_num(z, nan=0.0, posinf=np.inf, neginf=-np.inf)
+
+
+@dataclass(frozen=True)
+class _SmoothModel:
+    """Least squares on Legendre polynomials of each input scaled to [-1, 1] and their pairwise
+    products (degree ``pairs`` per factor), as many pairs as ``rows / 3`` coefficients allow."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    pairs: int
+    coef: np.ndarray
+
+    @classmethod
+    def fit(cls, u: np.ndarray, v: np.ndarray) -> "_SmoothModel":
+        n, d = u.shape
+        lo, hi = u.min(axis=0), u.max(axis=0)
+        pairs = next(p for p in (2, 1, 0) if 1 + DEGREE * d + p * p * d * (d - 1) // 2 <= n / 3)
+        model = cls(lo, hi, pairs, np.zeros(0))
+        coef, *_ = np.linalg.lstsq(model.features(u), v, rcond=None)
+        return replace(model, coef=coef)
+
+    def features(self, u: np.ndarray) -> np.ndarray:
+        return legendre_features(u, DEGREE, self.pairs, self.lo, self.hi)
+
+    def predict(self, u: np.ndarray) -> np.ndarray:  # in blocks: 200,000 held-out rows x 861 features is 1.4 GB
+        return np.concatenate([self.features(u[i:i + 20_000]) @ self.coef for i in range(0, len(u), 20_000)])
+
+
+def _kan_model(x: np.ndarray, y: np.ndarray, names: Sequence[str], config: DiscoverConfig,
+               space: str) -> Callable[[np.ndarray], np.ndarray]:
+    """A short sparsified KAN of all columns; returns ``f(u) -> v`` in the test's units."""
+    from kansym.discover.stages import train_stage
+
+    train = config.train.replace(steps=min(KAN_STEPS, config.train.steps), seed=config.seed, device=config.device)
+    bundle = train_stage(x, y, names, ["y"], hidden=config.hidden or (5,), grid_size=config.grid_size,
+                         spline_order=config.spline_order, space=space, train=train, seed=config.seed,
+                         dtype=config.dtype, progress=False, label="input screening")
+    if space == "log":
+        return lambda u: np.log(np.maximum(bundle.predict(np.exp(u))[:, 0], np.finfo(float).tiny))
+    return lambda u: bundle.predict(u)[:, 0]
+
+
+def screened_discover(run: Callable[[Sequence[int], Any], Any], x: np.ndarray, y: np.ndarray,
+                      input_names: Sequence[str], config: DiscoverConfig, resume: Any = None) -> Any:
+    """Screen the inputs, run the discovery on the kept ones, bring the others back if needed.
+
+    Parameters
+    ----------
+    run : callable ``(columns, resume) -> Discovery``
+        The discovery on ``x[:, columns]`` (CSV units), resuming ``resume`` unless None.
+    x, y : ndarray (N, d_in), (N, d_out), CSV units
+    input_names : sequence of str
+    config : DiscoverConfig
+    resume : ResumePoint, optional
+        An interrupted run: it continues on the columns its checkpoint was trained on.
+
+    Returns
+    -------
+    Discovery
+        With ``screening`` set (None when screening was off). After a bring-back, the run
+        on all columns is kept when its formula's held-out R² is at least that of the run
+        on the kept columns.
+    """
+    names = tuple(input_names)
+    plan = screen_inputs(x, y, names, config)
+    everything = tuple(range(len(names)))
+    if resume is not None:
+        cols = tuple(names.index(n) for n in resume.bundle.input_names)
+        if plan is not None and cols != plan.kept:
+            plan = replace(with_kept(plan, cols, x, y, config), brought_back=cols == everything)
+        return replace(run(cols, resume), screening=plan)
+    if plan is None:
+        return replace(run(everything, None), screening=None)
+    if not plan.removed:
+        log.info("input screening kept every column (%s)", _kept_note(plan))
+        return replace(run(everything, None), screening=plan)
+    log.info("input screening dropped %s: %s; kept %s (keep_inputs forces a column)",
+             ", ".join(names[i] for i in plan.removed), _dropped_note(plan), _kept_note(plan))
+    found = run(plan.kept, None)
+    worse = _clearly_worse(found, plan, x, y, config)
+    if worse is None:
+        return replace(found, screening=plan)
+    log.info("bringing back the dropped columns: %s; running again on every column", worse)
+    full = run(everything, None)
+    f_kept, f_all = found.formulas[0], full.formulas[0]
+    if not (np.nan_to_num(f_all.r2_test, nan=-np.inf) >= np.nan_to_num(f_kept.r2_test, nan=-np.inf)):
+        log.info("kept the run on the screened columns (held-out R² %.6g) over the one on every column (%.6g)",
+                 f_kept.r2_test, f_all.r2_test)
+        return replace(found, screening=plan)
+    return replace(full, screening=replace(plan, brought_back=True))
+
+
+def _dropped_note(plan: Screening) -> str:
+    worst = max(plan.removed, key=lambda i: np.nanmax([plan.z_smooth[i], plan.z_kan[i], -np.inf]))
+    return (f"every held-out permutation z is at most {plan.z_threshold:.2f} (Bonferroni, alpha {ALPHA:g} over "
+            f"{2 * len(plan.names)} tests; the largest, {plan.names[worst]}'s, is "
+            f"{_z(np.nanmax([plan.z_smooth[worst], plan.z_kan[worst]]))})")
+
+
+def _kept_note(plan: Screening) -> str:
+    parts = [f"{plan.names[i]} z {_z(plan.z_smooth[i])}/{_z(plan.z_kan[i])}" for i in plan.kept]
+    return (f"{', '.join(parts)} (smooth model/KAN, on {plan.rows_eval} shuffled rows; models of all columns "
+            f"fitted on {plan.rows_fit}/{plan.rows_kan} rows, held-out R² {plan.r2:.4g})")
+
+
+def _clearly_worse(found: Any, plan: Screening, x: np.ndarray, y: np.ndarray, config: DiscoverConfig) -> str | None:
+    """Why the dropped columns should come back, or None.
+
+    They come back when, on the run's held-out rows, the better of the run's formula and
+    model is clearly worse than the screening model of all columns, and so is the smooth
+    model refitted on the kept columns alone (else the shortfall is the KAN's, not the
+    screening's, and a run on every column would not mend it). Clearly worse: at least
+    :data:`BRING_BACK_RATIO` times the reference's mean squared error, more than
+    :data:`BRING_BACK_FLOOR` of ``var(y)``, and a paired one-sided z test of the squared
+    errors rejecting equality at ``alpha`` 0.01.
+    """
+    test_idx = split_holdout(x.shape[0], config.holdout, config.seed)[1]
+    if plan.reference is None or test_idx is None:
+        return None
+    xt, yt = x[test_idx][:, list(plan.kept)], y[test_idx, 0]
+    preds = [found.pruned.predict(xt)[:, 0]] if found.pruned is not None else []
+    try:
+        preds.append(np.asarray(found.formulas[0](xt), dtype=np.float64).reshape(-1))
+    except Exception:  # a formula with numeric edges cannot be evaluated alone: the model stands for it
+        pass
+    errs = [(yt - p) ** 2 for p in preds if p.shape == yt.shape and np.all(np.isfinite(p))]
+    if not errs:
+        return None
+    e_run, e_ref = min(errs, key=np.mean), (yt - plan.reference) ** 2
+    z = _worse_z(e_run, e_ref, float(np.var(yt)))
+    if z is None:
+        return None
+    note = (f"on {len(yt)} held-out rows the run on {len(plan.kept)} columns leaves a mean squared error of "
+            f"{np.mean(e_run):.4g}, the screening model of all columns {np.mean(e_ref):.4g} (z {z:.1f})")
+    if plan.reference_kept is not None:
+        e_kept = (yt - plan.reference_kept) ** 2
+        if _worse_z(e_kept, e_ref, float(np.var(yt))) is None:
+            log.info("not bringing back the dropped columns: %s, but a smooth model of the kept columns alone "
+                     "leaves %.4g: what is missing is not in the dropped columns", note, np.mean(e_kept))
+            return None
+    return note
+
+
+def _worse_z(e: np.ndarray, e_ref: np.ndarray, var: float) -> float | None:
+    """The z of the paired test when squared errors ``e`` are clearly worse than ``e_ref``, else None."""
+    diff = e - e_ref
+    sd = float(np.std(diff))
+    z = np.inf if sd == 0 else float(np.mean(diff)) / (sd / np.sqrt(len(diff)))
+    if np.mean(e) >= BRING_BACK_RATIO * np.mean(e_ref) and np.mean(e) > BRING_BACK_FLOOR * var \
+            and z > norm.ppf(1 - ALPHA):
+        return z
+    return None
