@@ -49,14 +49,19 @@ RATIONAL_INITS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
 
 
 def _rational(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``P(x) / (1 + |B(x)|)`` by Horner's rule; ``a (..., m + 1)``, ``b (..., n)`` broadcast against ``x``."""
+    """``P(x) / (1 + |B(x)|)`` by Horner's rule; ``a (..., m + 1)``, ``b (..., n)`` broadcast against ``x``.
+
+    The derivative of ``|B|`` at ``B = 0`` is taken as +1 (a subgradient), not 0.
+    """
     p = a[..., -1]
     for k in range(a.shape[-1] - 2, -1, -1):
         p = p * x + a[..., k]
     q = b[..., -1] * x
     for k in range(b.shape[-1] - 2, -1, -1):
         q = (q + b[..., k]) * x
-    return p / (1.0 + q.abs())
+    # |q| with the right derivative (+1) at q = 0: torch's abs has derivative 0 there, which would keep a
+    # denominator initialised to zero (the identity init, B = 0 everywhere) at zero for ever
+    return p / (1.0 + torch.where(q >= 0, q, -q))
 
 
 def fit_rational(fn, m: int = 5, n: int = 4, *, low: float = -3.0, high: float = 3.0, points: int = 2001,
