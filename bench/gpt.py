@@ -36,8 +36,11 @@ from pathlib import Path
 
 MODELS = {
     "mlp": "mlp",
+    "swiglu": "swiglu",
     "kan": "kan",
+    "grkan": "grkan",
     "hybrid": "mlp,kan,kan,mlp",
+    "hybrid-grkan": "swiglu,grkan,grkan,swiglu",
 }
 
 

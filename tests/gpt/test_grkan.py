@@ -73,6 +73,25 @@ def test_gradients_finite_also_where_the_denominator_polynomial_vanishes():
     assert torch.autograd.gradcheck(lambda v: act(v), (x2,))
 
 
+def test_the_autograd_node_equals_autograd_through_the_formula():
+    gen = torch.Generator().manual_seed(3)
+    act = GroupRational(12, groups=3, init="gelu").double()
+    with torch.no_grad():
+        act.denominator.add_(0.3 * torch.randn(act.denominator.shape, generator=gen, dtype=torch.float64))
+    x = (2 * torch.randn(2, 7, 12, generator=gen, dtype=torch.float64)).requires_grad_(True)
+    w = torch.randn(2, 7, 12, generator=gen, dtype=torch.float64)
+    a, b = act.coefficients()
+    (_rational(x, a, b) * w).sum().backward()
+    ref = [t.grad.clone() for t in (x, act.numerator, act.denominator)]
+    for t in (x, act.numerator, act.denominator):
+        t.grad = None
+    out = act(x)
+    torch.testing.assert_close(out, _rational(x, a, b))
+    (out * w).sum().backward()
+    for got, want in zip((x.grad, act.numerator.grad, act.denominator.grad), ref):
+        torch.testing.assert_close(got, want)
+
+
 def test_identity_init_denominator_gets_a_gradient():
     # B = 0 everywhere at the identity init; a zero derivative of |B| there would freeze the denominator
     act = GroupRational(4, groups=2, init="identity").double()
