@@ -112,6 +112,9 @@ def time_steps(args: argparse.Namespace) -> dict:
 
     Interleaving spreads any load from other processes of a shared machine over all
     models alike, so the ratios are fairer than those of the sequential full runs.
+    ``--clock thread`` (one thread) times the CPU time of the calling thread instead of
+    wall time, as bench/throughput.py does: time spent waiting for a loaded CPU is not
+    counted.
     """
     import statistics
     import time
@@ -123,6 +126,7 @@ def time_steps(args: argparse.Namespace) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    clock = time.thread_time if args.clock == "thread" else time.perf_counter
     names = args.models.split(",")
     gen = torch.Generator().manual_seed(args.seed)
     runs = {}
@@ -133,16 +137,16 @@ def time_steps(args: argparse.Namespace) -> dict:
     for rnd in range(1 + args.time_steps // 10):
         for name, (model, opt, times) in runs.items():
             for _ in range(10):
-                t0 = time.perf_counter()
+                t0 = clock()
                 _, loss = model(x, x)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
                 if rnd:  # round 0 warms up
-                    times.append(time.perf_counter() - t0)
+                    times.append(clock() - t0)
     ms = {name: 1000 * statistics.median(t) for name, (_, _, t) in runs.items()}
     base = ms.get(args.baseline or "swiglu", ms.get("mlp", next(iter(ms.values()))))
-    return {name: {"step_ms": v, "ratio": v / base} for name, v in ms.items()} | {"threads": torch.get_num_threads()}
+    return {name: {"step_ms": v, "ratio": v / base} for name, v in ms.items()} | {"threads": torch.get_num_threads(), "clock": args.clock}
 
 
 def loss_at_time(curve: list, t: float) -> float:
@@ -349,6 +353,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=0, help="torch threads per run (0: torch's default).")
     p.add_argument("--time-steps", type=int, default=0, help="Only time N training steps per model, interleaved (no training run).")
+    p.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                   help="With --time-steps: wall time, or the calling thread's CPU time (needs --threads 1).")
     p.add_argument("--summarize", default=None, metavar="RESULTS_JSONL",
                    help="Print the tables and paired summary of an earlier run's results.jsonl (no training).")
     p.add_argument("--step-ratio", default=None, metavar="MODEL=R,...",
@@ -366,6 +372,8 @@ def main(argv: list[str] | None = None) -> None:
         except KeyError:
             p.error(f"unknown model {name!r}; choose from {', '.join(MODELS)} or kan-rR (rank R)")
     if args.time_steps:
+        if args.clock == "thread" and args.threads != 1:
+            p.error("--clock thread measures one thread: add --threads 1")
         print(json.dumps(time_steps(args)))
         return
     if args.summarize:
