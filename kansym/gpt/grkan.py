@@ -1,11 +1,12 @@
 """Group-rational KAN feed-forward block (GR-KAN) and the SwiGLU baseline.
 
 GR-KAN follows the Kolmogorov–Arnold Transformer (Yang & Wang 2024, "Kolmogorov–Arnold
-Transformer", arXiv:2409.10594, §4): every edge ``(j, i)`` of a KAN layer is
+Transformer", arXiv:2409.10594): every edge ``(j, i)`` of a KAN layer is
 ``w_ji F_g(i)(x_i)``, a learned weight times a rational function shared by the group
 ``g(i)`` of input channels, so one layer is ``Linear(F(x))`` and costs an MLP's
-matmul. The rational is the "safe" Padé activation unit (Molina et al. 2020, "Padé
-Activation Units", ICLR, eq. 3)::
+matmul. The rational is KAT's form of a safe Padé activation unit (Molina et al. 2020,
+"Padé Activation Units: End-to-end Learning of Flexible Activation Functions in Deep
+Networks", ICLR; their safe PAU uses ``1 + sum_k |b_k| |x|^k``)::
 
     F(x) = P(x) / Q(x),  P(x) = a_0 + a_1 x + ... + a_m x^m,
                          Q(x) = 1 + |b_1 x + ... + b_n x^n|    (>= 1: no pole)
@@ -15,13 +16,13 @@ with KAT's degrees ``(m, n) = (5, 4)`` and 8 groups. The FFN is KAT's two GR-KAN
 ``F_2`` (initialised to GELU) on the ``h`` hidden channels, ``Linear(h, C)``
 (KAT's ``KAN`` module: ``act1 -> fc1 -> act2 -> fc2``).
 
-Variance-preserving initialisation (KAT §4.3): a linear layer after a rational ``F`` gets
+Variance-preserving initialisation (KAT): a linear layer after a rational ``F`` gets
 weights ``N(0, 1 / (fan_in E[F(x)^2]))`` with ``x ~ N(0, 1)`` (the LayerNorm'd block
 input), so the hidden pre-activations have unit variance where ``F_2`` was fitted. The
 output projection keeps GPT-2's scaled residual init like every other FFN of the model
 (:class:`kansym.gpt.model.KANGPT`), so the residual stream starts as small as theirs.
 
-SwiGLU (Shazeer 2020, "GLU Variants Improve Transformer", arXiv:2002.05202, eq. 6):
+SwiGLU (Shazeer 2020, "GLU Variants Improve Transformer", arXiv:2002.05202):
 ``W_2 (SiLU(W_1 x) * W_3 x)``, three ``C x h`` matrices.
 """
 
@@ -121,7 +122,7 @@ def fit_rational(fn, m: int = 5, n: int = 4, *, low: float = -3.0, high: float =
     """Least-squares coefficients of a safe rational ``P / (1 + |B|)`` approximating ``fn``.
 
     A linear least-squares start solves ``P(x) - fn(x) B(x) = fn(x)`` (the linearised
-    rational fit, valid where ``B >= 0``; Loeb 1961), then L-BFGS minimises the true mean
+    rational fit: the equation multiplied by the denominator, exact where ``B >= 0``), then L-BFGS minimises the true mean
     squared error, all in float64 on ``points`` equally spaced samples of ``[low, high]``.
 
     Parameters
@@ -312,7 +313,7 @@ class GRKANFFN(nn.Module):
 
 
 class SwiGLUFFN(nn.Module):
-    """SwiGLU feed-forward: ``c_proj(SiLU(c_fc x) * c_gate x) -> Dropout`` (Shazeer 2020, eq. 6).
+    """SwiGLU feed-forward: ``c_proj(SiLU(c_fc x) * c_gate x) -> Dropout`` (Shazeer 2020).
 
     Parameters
     ----------

@@ -73,7 +73,7 @@ def match_ffn_hidden(
 
     With ``d = n_embd``, ``h_m = mlp_hidden`` the MLP has ``2 d h_m`` weights
     (+ ``h_m + d`` biases). SwiGLU (``W_2 (SiLU(W_1 x) * W_3 x)``) has ``3 d h``
-    (+ ``2 h + d``), so ``h ~ 2 h_m / 3`` (Shazeer 2020, arXiv:2002.05202, §2, keeps the
+    (+ ``2 h + d``), so ``h ~ 2 h_m / 3`` (Shazeer 2020, arXiv:2002.05202, keeps the
     count the same way). GR-KAN (two linear layers and two group-rational activations
     of ``groups`` coefficient sets of ``m + 1 + n`` numbers) has
     ``2 d h + 2 groups (m + n + 1)`` (+ ``h + d``). The rounding error is below one hidden
