@@ -92,6 +92,33 @@ def test_the_autograd_node_equals_autograd_through_the_formula():
         torch.testing.assert_close(got, want)
 
 
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+def test_c_kernels_equal_the_tensor_path(dtype, tol):
+    from kansym.nn import fast
+
+    if fast.backends.native_kernels() is None:
+        pytest.skip("no C++ compiler: the native kernels are not built")
+    gen = torch.Generator().manual_seed(4)
+    act = GroupRational(37, groups=5, init="gelu").to(dtype)
+    with torch.no_grad():
+        act.denominator.add_(0.3 * torch.randn(act.denominator.shape, generator=gen).to(dtype))
+    x0 = (2 * torch.randn(3, 11, 37, generator=gen)).to(dtype)
+    w = torch.randn(3, 11, 37, generator=gen).to(dtype)
+    got = {}
+    try:
+        for path in ("auto", "torch"):
+            fast.use_backend(path)
+            act.zero_grad()
+            x = x0.clone().requires_grad_(True)
+            out = act(x)
+            (out * w).sum().backward()
+            got[path] = [out.detach(), x.grad, act.numerator.grad.clone(), act.denominator.grad.clone()]
+    finally:
+        fast.use_backend("auto")
+    for native, tensor in zip(got["auto"], got["torch"]):
+        assert (native - tensor).abs().max() <= tol * tensor.abs().max()
+
+
 def test_identity_init_denominator_gets_a_gradient():
     # B = 0 everywhere at the identity init; a zero derivative of |B| there would freeze the denominator
     act = GroupRational(4, groups=2, init="identity").double()
