@@ -27,7 +27,8 @@ def _layer(model: KANGPT, layer: int, part: str):
     ffn = model.blocks[layer].ffn
     if not isinstance(ffn, (KANFFN, GRKANFFN)):
         kans = [i for i, b in enumerate(model.blocks) if isinstance(b.ffn, (KANFFN, GRKANFFN))]
-        raise ConfigError(f"layer {layer} has a {model.config.ffn[layer]} feed-forward block without edge functions; "
+        name = {"mlp": "an MLP", "swiglu": "a SwiGLU"}.get(model.config.ffn[layer], model.config.ffn[layer])
+        raise ConfigError(f"layer {layer} has {name} feed-forward block (no edge functions); "
                           f"KAN and GR-KAN layers are {kans or 'none'}")
     if part not in ("fc", "proj"):
         raise ConfigError(f"part must be 'fc' (C -> h) or 'proj' (h -> C), got {part!r}")

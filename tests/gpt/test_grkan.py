@@ -202,5 +202,5 @@ def test_rational_plots_and_strongest_edges(tmp_path):
     edges = strongest_edges(model, 0, "fc", top=5)
     w = model.blocks[0].ffn.edge_scores()[0]
     assert len(edges) == 5 and edges[0][2] == pytest.approx(w.max().item())
-    with pytest.raises(ConfigError, match="swiglu feed-forward block"):
+    with pytest.raises(ConfigError, match="a SwiGLU feed-forward block"):
         plot_edges(model, 1, tmp_path / "x.png")
