@@ -1,13 +1,18 @@
-"""MLP-GPT vs parameter-matched KAN-GPT vs a hybrid, in nanoGPT's char-level CPU recipe.
+"""KAN-GPT FFN arms, parameter-matched, in nanoGPT's char-level CPU recipe.
 
-Every model trains with the same seed, hence the same data order and eval batches
-(block 64, batch 12, 4 layers, 4 heads, n_embd 128, 2000 iterations, lr 1e-3, dropout
-0, eval on 20 batches). Each run is a separate process so that peak memory is its
-own. Reported per model: parameters, val loss at equal iterations (the end), val loss
-at equal wall time (the shortest run's training time; linear interpolation between
-evaluations), mean step time and its ratio to the MLP's, tokens/s, peak memory.
-Training time excludes evaluations. The machines are shared: compare ratios from one
-run, not absolute seconds.
+Arms (``--models``): ``mlp`` (GPT-2's GELU MLP), ``swiglu`` (Shazeer 2020, the modern
+baseline), ``kan`` (B-spline KAN FFN), ``grkan`` (KAT's group-rational KAN), the hybrids
+``hybrid`` (``mlp,kan,kan,mlp``) and ``hybrid-grkan`` (``swiglu,grkan,grkan,swiglu``), and
+``kan-rR`` (the KAN FFN factorised through rank R). Every model trains with the same seed,
+hence the same data order and eval batches (block 64, batch 12, 4 layers, 4 heads,
+n_embd 128, 2000 iterations, lr 1e-3, dropout 0, eval on 20 batches). Each run is a
+separate process so that peak memory (max RSS) is its own. Reported per model:
+parameters, val loss at equal iterations (the end), val loss at equal wall time (the
+shortest run's training time; linear interpolation between evaluations), mean step
+time and its ratio to the baseline's, tokens/s, peak memory. Training time excludes
+evaluations. The machines are shared: compare ratios from one run, not absolute
+seconds; ``--time-steps`` measures the step-time ratios interleaved, and
+``--summarize ... --step-ratio`` reads the curves at those ratios.
 
 Usage::
 
@@ -18,9 +23,10 @@ Usage::
 
 With ``--seeds``, every model trains once per seed (the same seed gives every model the
 same data order and eval batches), and a paired summary follows the tables: per seed
-the val loss of each model, and the mean difference of each model minus the MLP with a
-95 % Student-t interval over seeds (pairing removes the seed-to-seed variation that
-both arms share).
+the val loss of each model, and the mean difference of each model minus the baseline
+(``--baseline``, default swiglu when it runs, else mlp) with a 95 % Student-t interval
+over seeds (pairing removes the seed-to-seed variation that both arms share), at equal
+iterations and at equal wall time. ``--plot`` draws the curves.
 
 Prints one JSON line per model, then a Markdown table (also written to ``--out``).
 """
@@ -36,8 +42,11 @@ from pathlib import Path
 
 MODELS = {
     "mlp": "mlp",
+    "swiglu": "swiglu",
     "kan": "kan",
+    "grkan": "grkan",
     "hybrid": "mlp,kan,kan,mlp",
+    "hybrid-grkan": "swiglu,grkan,grkan,swiglu",
 }
 
 
@@ -103,6 +112,9 @@ def time_steps(args: argparse.Namespace) -> dict:
 
     Interleaving spreads any load from other processes of a shared machine over all
     models alike, so the ratios are fairer than those of the sequential full runs.
+    ``--clock thread`` (one thread) times the CPU time of the calling thread instead of
+    wall time, as bench/throughput.py does: time spent waiting for a loaded CPU is not
+    counted.
     """
     import statistics
     import time
@@ -114,6 +126,7 @@ def time_steps(args: argparse.Namespace) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    clock = time.thread_time if args.clock == "thread" else time.perf_counter
     names = args.models.split(",")
     gen = torch.Generator().manual_seed(args.seed)
     runs = {}
@@ -124,16 +137,16 @@ def time_steps(args: argparse.Namespace) -> dict:
     for rnd in range(1 + args.time_steps // 10):
         for name, (model, opt, times) in runs.items():
             for _ in range(10):
-                t0 = time.perf_counter()
+                t0 = clock()
                 _, loss = model(x, x)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
                 if rnd:  # round 0 warms up
-                    times.append(time.perf_counter() - t0)
+                    times.append(clock() - t0)
     ms = {name: 1000 * statistics.median(t) for name, (_, _, t) in runs.items()}
-    base = ms.get("mlp", next(iter(ms.values())))
-    return {name: {"step_ms": v, "ratio": v / base} for name, v in ms.items()} | {"threads": torch.get_num_threads()}
+    base = ms.get(args.baseline or "swiglu", ms.get("mlp", next(iter(ms.values()))))
+    return {name: {"step_ms": v, "ratio": v / base} for name, v in ms.items()} | {"threads": torch.get_num_threads(), "clock": args.clock}
 
 
 def loss_at_time(curve: list, t: float) -> float:
@@ -154,13 +167,23 @@ def loss_at_iter(curve: list, it: float) -> float:
     return loss_at_time([[i, i, v] for i, _, v in curve], it)
 
 
-def table(rows: list[dict]) -> str:
+def baseline_of(rows: list[dict], wanted: str | None = None) -> str:
+    """The arm differences are taken against: ``wanted``, else swiglu, else mlp, else the first."""
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    for name in (wanted, "swiglu", "mlp"):
+        if name in models:
+            return name
+    return models[0]
+
+
+def table(rows: list[dict], baseline: str | None = None) -> str:
     t_equal = min(r["train_s"] for r in rows)
-    base = next((r for r in rows if r["model"] == "mlp"), rows[0])
+    base_name = baseline_of(rows, baseline)
+    base = next(r for r in rows if r["model"] == base_name)
     lines = [
         f"Equal wall time: {t_equal:.1f} s of training (the shortest run).",
         "",
-        "| model | FFN | KAN hidden | params | val loss @ iters | val loss @ equal time | step ms | step / MLP | tokens/s | peak MB |",
+        f"| model | FFN | hidden | params | val loss @ iters | val loss @ equal time | step ms | step / {base_name} | tokens/s | peak MB |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -174,70 +197,145 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def paired_summary(rows: list[dict], key: str = "val_loss") -> str:
-    """Per-seed ``key`` of every model and the paired difference (model - MLP), mean and 95 % t interval.
+def paired_interval(diffs: list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of paired differences and its Student-t interval: bench/heads.py's helper, reused."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from heads import paired_interval as interval
+
+    return interval(diffs, level)
+
+
+def paired_summary(rows: list[dict], key: str = "val_loss", baseline: str | None = None) -> str:
+    """Per-seed ``key`` of every model and the paired difference (model - baseline), mean and 95 % t interval.
 
     Parameters
     ----------
     rows : list of dict
-        Rows of :func:`run_one` with ``model`` and ``seed``; the MLP must be among them.
+        Rows of :func:`run_one` with ``model`` and ``seed``; the baseline must be among them.
     key : str
         The measurement compared (``val_loss``, or ``equal_time_val_loss`` when present).
+    baseline : str, optional
+        Default :func:`baseline_of` (swiglu if run, else mlp).
 
     Returns
     -------
     str
-        A Markdown table and one line per non-MLP model.
+        A Markdown table and one line per other model.
     """
-    import statistics
-
-    from scipy import stats
-
-    seeds = sorted({r["seed"] for r in rows})
+    base = baseline_of(rows, baseline)
+    seeds = sorted({r["seed"] for r in rows if r["model"] == base})
     models = list(dict.fromkeys(r["model"] for r in rows))
     val = {(r["model"], r["seed"]): r[key] for r in rows}
+    others = [m for m in models if m != base]
     lines = [
-        f"| seed | {' | '.join(models)} | " + " | ".join(f"{m} - mlp" for m in models if m != "mlp") + " |",
-        "|---:|" + "---:|" * (2 * len(models) - 1),
+        f"| seed | {' | '.join(models)} | " + " | ".join(f"{m} - {base}" for m in others) + " |",
+        "|---:|" + "---:|" * (len(models) + len(others)),
     ]
     for s in seeds:
-        cells = [f"{val[(m, s)]:.4f}" for m in models]
-        diffs = [f"{val[(m, s)] - val[('mlp', s)]:+.4f}" for m in models if m != "mlp"]
+        cells = [f"{val[(m, s)]:.4f}" if (m, s) in val else "-" for m in models]
+        diffs = [f"{val[(m, s)] - val[(base, s)]:+.4f}" if (m, s) in val else "-" for m in others]
         lines.append(f"| {s} | " + " | ".join(cells + diffs) + " |")
     lines.append("")
-    for m in models:
-        if m == "mlp":
-            continue
-        d = [val[(m, s)] - val[("mlp", s)] for s in seeds]
-        mean = statistics.fmean(d)
-        if len(d) > 1:
-            half = stats.t.ppf(0.975, len(d) - 1) * statistics.stdev(d) / len(d) ** 0.5
-            ci = f"95 % CI [{mean - half:+.4f}, {mean + half:+.4f}] (t, {len(d) - 1} dof)"
-        else:
-            ci = "no interval from one seed"
-        lines.append(f"{key}: {m} - mlp over {len(d)} seeds: mean {mean:+.4f}, {ci}")
+    for m in others:
+        d = [val[(m, s)] - val[(base, s)] for s in seeds if (m, s) in val]
+        mean, lo, hi = paired_interval(d)
+        ci = f"95 % CI [{lo:+.4f}, {hi:+.4f}] (t, {len(d) - 1} dof)" if len(d) > 1 else "no interval from one seed"
+        lines.append(f"{key}: {m} - {base} over {len(d)} seeds: mean {mean:+.4f}, {ci}")
     return "\n".join(lines)
 
 
-def summarize(rows: list[dict], step_ratio: str | None = None) -> str:
-    """Per-seed tables and the paired summaries of ``rows`` (see :func:`paired_summary`).
+def overview(rows: list[dict], baseline: str | None = None) -> str:
+    """One row per model, means over seeds, with the paired differences against the baseline.
 
-    ``step_ratio`` (``"kan=1.5,hybrid=1.2"``) adds ``ratio_time_val_loss``: each model's val
-    loss at iteration ``iters / ratio`` of its own curve, the MLP's at ``iters`` (equal wall
-    time when the step times have that ratio).
+    Columns: parameters, val loss at equal iterations and at equal wall time (per seed
+    the shortest run's training time), each as mean and ``model - baseline`` with its 95 %
+    t interval over seeds, step time, tokens/s and peak memory (means).
     """
+    import statistics
+
+    base = baseline_of(rows, baseline)
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    by = {(r["model"], r["seed"]): r for r in rows}
+    lines = [
+        f"| model | seeds | params | val @ equal iters | {base} diff [95 % CI] | val @ equal time | {base} diff [95 % CI] "
+        "| step ms | tokens/s | peak MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for m in models:
+        rs = [r for r in rows if r["model"] == m]
+        cells = []
+        for key in ("val_loss", "equal_time_val_loss"):
+            d = [r[key] - by[(base, r["seed"])][key] for r in rs if (base, r["seed"]) in by]
+            mean, lo, hi = paired_interval(d) if d and m != base else (float("nan"),) * 3
+            diff = "—" if m == base else (f"{mean:+.4f} [{lo:+.4f}, {hi:+.4f}]" if len(d) > 1 else f"{mean:+.4f}")
+            cells += [f"{statistics.fmean(r[key] for r in rs):.4f}", diff]
+        lines.append(
+            f"| {m} | {len(rs)} | {rs[0]['params'] / 1e6:.3f} M | " + " | ".join(cells)
+            + f" | {statistics.fmean(r['step_ms'] for r in rs):.1f} | {statistics.fmean(r['tokens_per_s'] for r in rs):.0f} "
+            f"| {statistics.fmean(r['peak_mem_mb'] for r in rs):.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def plot_curves(rows: list[dict], path: str | Path) -> Path:
+    """Val loss against iterations and against training seconds, every run (thin) and the mean over seeds (thick)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    fig, (ax_it, ax_t) = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for i, m in enumerate(models):
+        color = f"C{i}"
+        rs = [r for r in rows if r["model"] == m]
+        for r in rs:
+            it, t, v = (np.array(c) for c in zip(*r["curve"]))
+            ax_it.plot(it, v, color=color, lw=0.5, alpha=0.35)
+            ax_t.plot(t, v, color=color, lw=0.5, alpha=0.35)
+        it = np.array([c[0] for c in rs[0]["curve"]])
+        mean_v = np.mean([[c[2] for c in r["curve"]] for r in rs], axis=0)
+        mean_t = np.mean([[c[1] for c in r["curve"]] for r in rs], axis=0)
+        ax_it.plot(it, mean_v, color=color, lw=1.8, label=f"{m} ({len(rs)} seeds)")
+        ax_t.plot(mean_t, mean_v, color=color, lw=1.8, label=m)
+    ax_it.set_xlabel("iteration")
+    ax_t.set_xlabel("training seconds (evaluations excluded)")
+    ax_it.set_ylabel("val loss (nats / char)")
+    ax_it.set_ylim(top=min(2.6, max(ax_it.get_ylim())))
+    ax_it.legend(fontsize=8)
+    for ax in (ax_it, ax_t):
+        ax.grid(alpha=0.3)
+    fig.suptitle("KAN-GPT FFN arms, char-level Shakespeare (CPU recipe)", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def summarize(rows: list[dict], step_ratio: str | None = None, baseline: str | None = None) -> str:
+    """Overview, per-seed tables and the paired summaries of ``rows`` (see :func:`paired_summary`).
+
+    ``step_ratio`` (``"kan=1.5,grkan=1.2"``, step time relative to the baseline) adds
+    ``ratio_time_val_loss``: each model's val loss at iteration ``iters / ratio`` of its own
+    curve, the baseline's at ``iters`` (equal wall time when the step times have that ratio).
+    """
+    base = baseline_of(rows, baseline)
     seeds = sorted({r["seed"] for r in rows})
-    md = "\n\n".join(table([r for r in rows if r["seed"] == s]) for s in seeds)
     for r in rows:  # equal wall time per seed: that seed's shortest run
         t_equal = min(q["train_s"] for q in rows if q["seed"] == r["seed"])
         r["equal_time_val_loss"] = loss_at_time(r["curve"], t_equal)
-    md += "\n\n" + paired_summary(rows) + "\n\n" + paired_summary(rows, "equal_time_val_loss")
+    md = overview(rows, base) + "\n\n"
+    md += "\n\n".join(table([r for r in rows if r["seed"] == s], base) for s in seeds)
+    md += "\n\n" + paired_summary(rows, baseline=base) + "\n\n" + paired_summary(rows, "equal_time_val_loss", base)
     if step_ratio:
-        ratios = {"mlp": 1.0} | {k: float(v) for k, v in (kv.split("=") for kv in step_ratio.split(","))}
+        ratios = {base: 1.0} | {k: float(v) for k, v in (kv.split("=") for kv in step_ratio.split(","))}
         rows = [r for r in rows if r["model"] in ratios]
         for r in rows:
             r["ratio_time_val_loss"] = loss_at_iter(r["curve"], r["iters"] / ratios[r["model"]])
-        md += "\n\n" + paired_summary(rows, "ratio_time_val_loss")
+        md += "\n\n" + paired_summary(rows, "ratio_time_val_loss", base)
     return md
 
 
@@ -255,11 +353,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=0, help="torch threads per run (0: torch's default).")
     p.add_argument("--time-steps", type=int, default=0, help="Only time N training steps per model, interleaved (no training run).")
+    p.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                   help="With --time-steps: wall time, or the calling thread's CPU time (needs --threads 1).")
     p.add_argument("--summarize", default=None, metavar="RESULTS_JSONL",
                    help="Print the tables and paired summary of an earlier run's results.jsonl (no training).")
     p.add_argument("--step-ratio", default=None, metavar="MODEL=R,...",
-                   help="With --summarize: also compare at equal wall time from these step-time ratios to the MLP "
+                   help="With --summarize: also compare at equal wall time from these step-time ratios to the baseline "
                         "(e.g. from --time-steps): model M is read on its own curve at max_iters / R.")
+    p.add_argument("--baseline", default=None, help="Arm the paired differences are taken against [default: swiglu if run, else mlp].")
+    p.add_argument("--plot", default=None, metavar="PNG", help="Also write the val-loss curves (against iterations and seconds) here.")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
@@ -270,11 +372,15 @@ def main(argv: list[str] | None = None) -> None:
         except KeyError:
             p.error(f"unknown model {name!r}; choose from {', '.join(MODELS)} or kan-rR (rank R)")
     if args.time_steps:
+        if args.clock == "thread" and args.threads != 1:
+            p.error("--clock thread measures one thread: add --threads 1")
         print(json.dumps(time_steps(args)))
         return
     if args.summarize:
         rows = [json.loads(line) for line in Path(args.summarize).read_text().splitlines() if line.strip()]
-        print(summarize(rows, args.step_ratio))
+        print(summarize(rows, args.step_ratio, args.baseline))
+        if args.plot:
+            print(f"curves: {plot_curves(rows, args.plot)}")
         return
 
     if args.one:
@@ -286,8 +392,8 @@ def main(argv: list[str] | None = None) -> None:
         seeds = [args.seed] if args.seeds is None else [int(v) for v in args.seeds.split(",")]
     except ValueError:
         p.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
-    if args.seeds is not None and "mlp" not in names:
-        p.error("--seeds compares every model with the MLP; include mlp in --models")
+    if args.seeds is not None and baseline_of([{"model": n} for n in names], args.baseline) not in names:
+        p.error(f"--seeds compares every model with the baseline {args.baseline}; include it in --models")
     rows = []
     passthrough = [a for a in (argv if argv is not None else sys.argv[1:])]
     for seed in seeds:
@@ -301,9 +407,11 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(row), flush=True)
             with open(out / "results.jsonl", "a" if len(rows) > 1 else "w") as f:
                 f.write(json.dumps(row) + "\n")
-    md = summarize(rows) if args.seeds is not None else table(rows)
+    md = summarize(rows, baseline=args.baseline) if args.seeds is not None else table(rows, args.baseline)
     (out / "table.md").write_text(md + "\n")
     print(md)
+    if args.plot:
+        print(f"curves: {plot_curves(rows, args.plot)}")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ def gpt_group() -> None:
 
 @gpt_group.command("train")
 @click.option("--text", required=True, type=click.Path(path_type=Path), help="UTF-8 text file; its characters are the vocabulary.")
-@click.option("--ffn", default="mlp", show_default=True, help="mlp, kan, kan-residual, or one per layer: mlp,kan,kan,mlp.")
+@click.option("--ffn", default="mlp", show_default=True, help="mlp, kan, kan-residual, swiglu, grkan, or one per layer: mlp,kan,kan,mlp.")
 @click.option("--basis", default="bspline", show_default=True, type=click.Choice(BASES), help="Basis of the KAN edge functions.")
 @click.option("--grid-size", default=5, show_default=True, type=click.IntRange(min=1), help="Grid intervals (bspline, rbf) or frequencies (fourier).")
 @click.option("--degree", default=3, show_default=True, help="Spline order (bspline) or polynomial degree (chebyshev, poly).")

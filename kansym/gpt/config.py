@@ -8,11 +8,12 @@ from typing import Any, Sequence
 
 from kansym.config import PlainConfig
 from kansym.errors import ConfigError
-from kansym.nn.bases import BASES, n_basis
+from kansym.gpt.matching import KAN_KINDS, match_ffn_hidden, match_kan_hidden
+from kansym.nn.bases import BASES
 
 __all__ = ["FFN_KINDS", "GPTTrainConfig", "KANGPTConfig", "match_kan_hidden", "parse_ffn"]
 
-FFN_KINDS = ("mlp", "kan", "kan-residual")
+FFN_KINDS = ("mlp", "kan", "kan-residual", "swiglu", "grkan")
 
 
 def parse_ffn(ffn: str | Sequence[str], n_layer: int) -> tuple[str, ...]:
@@ -21,8 +22,9 @@ def parse_ffn(ffn: str | Sequence[str], n_layer: int) -> tuple[str, ...]:
     Parameters
     ----------
     ffn : str or sequence of str
-        ``"mlp"``, ``"kan"``, ``"kan-residual"`` for every layer, a comma-separated list
-        (``"mlp,kan,kan,mlp"``) or a sequence with one kind per layer.
+        One of :data:`FFN_KINDS` (``"mlp"``, ``"kan"``, ``"kan-residual"``, ``"swiglu"``,
+        ``"grkan"``) for every layer, a comma-separated list (``"mlp,kan,kan,mlp"``) or a
+        sequence with one kind per layer.
     n_layer : int
 
     Returns
@@ -46,56 +48,6 @@ def parse_ffn(ffn: str | Sequence[str], n_layer: int) -> tuple[str, ...]:
     return tuple(kinds)
 
 
-def match_kan_hidden(
-    n_embd: int,
-    mlp_hidden: int,
-    *,
-    basis: str = "bspline",
-    grid_size: int = 5,
-    degree: int = 3,
-    residual: bool = False,
-    bias: bool = False,
-    rank: int | None = None,
-) -> int:
-    """KAN FFN hidden width whose parameter count matches an MLP FFN's.
-
-    MLP FFN (``d -> h_m -> d``): ``2 d h_m`` weights (+ ``h_m + d`` biases). KAN FFN
-    (``d -> h -> d``, two KAN layers): ``2 d h (K + 2)`` (coefficients, ``w_b``, ``w_s``),
-    plus ``d^2`` for the linear shortcut of ``kan-residual``. Factorised through rank
-    ``r`` (:class:`kansym.gpt.ffn.LowRankKANLayer`: ``w_b``, ``U``, ``V`` per layer):
-    ``d h + r (h + d K)`` plus ``h d + r (d + h K)``, i.e. ``2 d h + r (d + h) (K + 1)``.
-    Returns the integer ``h`` closest to equality (at least 1); the mismatch is below
-    half the parameters of one hidden unit, ``d (K + 2)`` (full) or ``d + r (K + 1) / 2``
-    (factorised), i.e. under 5 % for any ``mlp_hidden >= 10 (K + 2)``.
-
-    Parameters
-    ----------
-    n_embd : int
-        Model width ``d``.
-    mlp_hidden : int
-        Hidden width ``h_m`` of the MLP being matched (``4 d`` in GPT-2).
-    basis, grid_size, degree : see :func:`kansym.nn.bases.n_basis`
-    residual : bool
-        Count the ``kan-residual`` linear shortcut.
-    bias : bool
-        Whether the MLP has biases.
-    rank : int, optional
-        Rank of a factorised KAN FFN; None: full coefficient tensors.
-
-    Returns
-    -------
-    int
-    """
-    target = 2 * n_embd * mlp_hidden + (mlp_hidden + n_embd if bias else 0)
-    if residual:
-        target -= n_embd * n_embd
-    k = n_basis(basis, grid_size, degree)
-    if rank is None:
-        return max(1, round(target / (2 * n_embd * (k + 2))))
-    fixed = rank * n_embd * (k + 1)  # the part of r (d + h) (K + 1) that does not grow with h
-    return max(1, round((target - fixed) / (2 * n_embd + rank * (k + 1))))
-
-
 @dataclass(frozen=True)
 class KANGPTConfig(PlainConfig):
     """Architecture of a :class:`kansym.gpt.model.KANGPT`.
@@ -112,8 +64,10 @@ class KANGPTConfig(PlainConfig):
         Biases in linear layers and LayerNorms (nanoGPT's switch).
     ffn : str or sequence of str
         Feed-forward kind per layer: ``mlp``, ``kan`` (two KAN layers ``C -> h -> C``),
-        ``kan-residual`` (the KAN FFN plus a linear shortcut ``W x``), or a list (hybrid);
-        stored as a tuple of length ``n_layer``.
+        ``kan-residual`` (the KAN FFN plus a linear shortcut ``W x``), ``swiglu`` (Shazeer
+        2020, :class:`kansym.gpt.grkan.SwiGLUFFN`), ``grkan`` (KAT's group-rational KAN,
+        :class:`kansym.gpt.grkan.GRKANFFN`), or a list (hybrid); stored as a tuple of
+        length ``n_layer``.
     mlp_ratio : int
         MLP hidden width is ``mlp_ratio * n_embd``.
     kan_basis : {"bspline", "chebyshev", "fourier", "rbf", "poly"}
@@ -122,15 +76,19 @@ class KANGPTConfig(PlainConfig):
     kan_grid_range : tuple of float
         Input range the bases are laid out on (LayerNorm outputs are about N(0, 1)).
     kan_hidden : int, sequence of int or None
-        KAN FFN hidden width, per layer if a sequence; None picks, per layer, the width
-        whose parameter count matches the MLP's (:func:`match_kan_hidden`), as does an
-        entry 0. Stored as a tuple of length ``n_layer`` (0 for MLP layers); pruning
-        shrinks it.
+        Hidden width of every non-MLP FFN (KAN, SwiGLU, GR-KAN), per layer if a sequence;
+        None picks, per layer, the width whose parameter count matches the MLP's
+        (:func:`kansym.gpt.matching.match_ffn_hidden`), as does an entry 0. Stored as a
+        tuple of length ``n_layer`` (0 for MLP layers); pruning shrinks it.
     kan_rank : int or None
         Factorise every KAN FFN's coefficient tensors through rank ``r``
         (:class:`kansym.gpt.ffn.LowRankKANLayer`); None: full tensors. Between 1 and
         ``min(h, n_embd)`` for every KAN layer's hidden width ``h`` (the smaller full rank
         of its two layers); matched hidden widths account for it.
+    grkan_groups : int
+        Coefficient groups of each GR-KAN rational (KAT: 8).
+    grkan_degrees : (int, int)
+        Numerator and denominator degrees ``(m, n)`` of the GR-KAN rationals (KAT: (5, 4)).
     seed : int
         Seed of the initialisation (private generator).
     head_order : sequence of sequences of int or None
@@ -159,6 +117,8 @@ class KANGPTConfig(PlainConfig):
     kan_grid_range: tuple[float, float] = (-2.0, 2.0)
     kan_hidden: Any = None
     kan_rank: int | None = None
+    grkan_groups: int = 8
+    grkan_degrees: tuple[int, int] = (5, 4)
     seed: int = 0
     head_order: Any = None
 
@@ -182,6 +142,10 @@ class KANGPTConfig(PlainConfig):
             if isinstance(self.kan_rank, bool) or int(self.kan_rank) != self.kan_rank or self.kan_rank < 1:
                 raise ConfigError(f"kan_rank must be a positive integer (or None for full KAN layers), got {self.kan_rank}")
             object.__setattr__(self, "kan_rank", int(self.kan_rank))
+        object.__setattr__(self, "grkan_degrees", tuple(int(d) for d in self.grkan_degrees))
+        if int(self.grkan_groups) < 1 or self.grkan_degrees != (5, 4):
+            raise ConfigError(f"grkan_groups must be >= 1 and grkan_degrees (5, 4) (the fitted initial values), got "
+                              f"{self.grkan_groups} and {self.grkan_degrees}")
         kinds = parse_ffn(self.ffn, self.n_layer)
         object.__setattr__(self, "ffn", kinds)
         hidden_given = self.kan_hidden
@@ -191,7 +155,7 @@ class KANGPTConfig(PlainConfig):
         if self.kan_rank is not None:
             given = [hidden_given] * self.n_layer if hidden_given is None or isinstance(hidden_given, int) else list(hidden_given)
             for kind, h, g in zip(kinds, self.kan_hidden, given):
-                if kind != "mlp" and self.kan_rank > h:
+                if kind in KAN_KINDS and self.kan_rank > h:
                     if not g:
                         raise ConfigError(
                             f"kan_rank {self.kan_rank} is above the hidden width {h} that matches the MLP's parameters at "
@@ -211,7 +175,7 @@ class KANGPTConfig(PlainConfig):
     def _resolve_hidden(self, kinds: tuple[str, ...]) -> tuple[int, ...]:
         hidden = self.kan_hidden
         if hidden is None:
-            hidden = [self.matched_hidden(k == "kan-residual") for k in kinds]
+            hidden = [self.matched_hidden(k) for k in kinds]
         elif isinstance(hidden, int):
             hidden = [hidden] * self.n_layer
         hidden = [int(h) for h in hidden]
@@ -222,9 +186,9 @@ class KANGPTConfig(PlainConfig):
             if kind == "mlp":
                 out.append(0)
             elif h < 0:
-                raise ConfigError(f"a KAN FFN hidden width must be positive (0 = match the MLP), got {h}")
+                raise ConfigError(f"an FFN hidden width must be positive (0 = match the MLP), got {h}")
             elif h == 0:
-                out.append(self.matched_hidden(kind == "kan-residual"))
+                out.append(self.matched_hidden(kind))
             else:
                 out.append(h)
         return tuple(out)
@@ -234,22 +198,14 @@ class KANGPTConfig(PlainConfig):
         """Hidden width of the MLP FFN."""
         return self.mlp_ratio * self.n_embd
 
-    def matched_hidden(self, residual: bool = False) -> int:
-        """KAN hidden width matching this config's MLP FFN in parameters."""
-        return match_kan_hidden(
-            self.n_embd,
-            self.mlp_hidden,
-            basis=self.kan_basis,
-            grid_size=self.kan_grid_size,
-            degree=self.kan_degree,
-            residual=residual,
-            bias=self.bias,
-            rank=self.kan_rank,
+    def matched_hidden(self, kind: str = "kan") -> int:
+        """Hidden width of an FFN of ``kind`` matching this config's MLP FFN in parameters (0 for ``mlp``)."""
+        if kind == "mlp":
+            return 0
+        return match_ffn_hidden(
+            kind, self.n_embd, self.mlp_hidden, bias=self.bias, groups=self.grkan_groups, degrees=self.grkan_degrees,
+            basis=self.kan_basis, grid_size=self.kan_grid_size, degree=self.kan_degree, rank=self.kan_rank,
         )
-
-
-
-
 
 _RESUMABLE = ("max_iters", "eval_interval", "eval_iters", "device", "compile", "amp", "lr_decay_iters")
 

@@ -1,4 +1,9 @@
-"""Pictures of the strongest edge functions of a KAN FFN (matplotlib, imported lazily)."""
+"""Pictures of the strongest edge functions of a KAN FFN (matplotlib, imported lazily).
+
+A GR-KAN FFN (:class:`kansym.gpt.grkan.GRKANFFN`) has one function per group of input
+channels (edge ``(j, i)`` is ``w_ji F_g(i)``): its picture shows every group's rational
+``F_g`` of the chosen layer, with the channels it acts on.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import torch
 
 from kansym.errors import ConfigError
 from kansym.gpt.ffn import KANFFN, edge_scores
+from kansym.gpt.grkan import GRKANFFN
 from kansym.gpt.model import KANGPT
 
 __all__ = ["strongest_edges", "plot_edges"]
@@ -19,11 +25,15 @@ def _layer(model: KANGPT, layer: int, part: str):
     if not 0 <= layer < model.config.n_layer:
         raise ConfigError(f"layer {layer} does not exist; the model has layers 0..{model.config.n_layer - 1}")
     ffn = model.blocks[layer].ffn
-    if not isinstance(ffn, KANFFN):
-        kans = [i for i, _ in model.kan_ffns()]
-        raise ConfigError(f"layer {layer} has an MLP feed-forward block; KAN layers are {kans or 'none'}")
+    if not isinstance(ffn, (KANFFN, GRKANFFN)):
+        kans = [i for i, b in enumerate(model.blocks) if isinstance(b.ffn, (KANFFN, GRKANFFN))]
+        name = {"mlp": "an MLP", "swiglu": "a SwiGLU"}.get(model.config.ffn[layer], model.config.ffn[layer])
+        raise ConfigError(f"layer {layer} has {name} feed-forward block (no edge functions); "
+                          f"KAN and GR-KAN layers are {kans or 'none'}")
     if part not in ("fc", "proj"):
         raise ConfigError(f"part must be 'fc' (C -> h) or 'proj' (h -> C), got {part!r}")
+    if isinstance(ffn, GRKANFFN):
+        return ffn
     return getattr(ffn, part)
 
 
@@ -37,7 +47,10 @@ def strongest_edges(model: KANGPT, layer: int, part: str = "fc", top: int = 16) 
         Strongest first; ``score`` as in :func:`kansym.gpt.ffn.edge_scores`.
     """
     kan = _layer(model, layer, part)
-    scores = edge_scores(kan)  # (out, in)
+    if isinstance(kan, GRKANFFN):
+        scores = kan.edge_scores()[0 if part == "fc" else 1]  # (out, in)
+    else:
+        scores = edge_scores(kan)  # (out, in)
     k = min(top, scores.numel())
     values, flat = torch.topk(scores.flatten(), k)
     n_in = scores.shape[1]
@@ -57,7 +70,10 @@ def plot_edges(
     """Save a grid of the strongest edge functions ``phi_ji`` of one KAN FFN layer as an image.
 
     Each panel shows ``phi_ji(x)`` over the basis range ``config.kan_grid_range``,
-    titled with the edge id ``(layer, i_in, j_out)`` and its score.
+    titled with the edge id ``(layer, i_in, j_out)`` and its score. For a GR-KAN FFN the
+    panels are the group rationals ``F_g`` feeding the layer (``fc``: ``F_1`` on the
+    ``C`` inputs, ``proj``: ``F_2`` on the ``h`` hidden channels) on ``[-3, 3]``, the
+    interval their initial values were fitted on; ``top`` is ignored.
 
     Parameters
     ----------
@@ -87,6 +103,8 @@ def plot_edges(
     import matplotlib.pyplot as plt
 
     kan = _layer(model, layer, part)
+    if isinstance(kan, GRKANFFN):
+        return _plot_rationals(kan, layer, part, path, points, plt)
     edges = strongest_edges(model, layer, part, top)
     low, high = model.config.kan_grid_range
     param = next(kan.parameters())
@@ -104,6 +122,33 @@ def plot_edges(
         ax.set_title(f"({layer}, {i}, {j})  {score:.3g}", fontsize=8)
         ax.tick_params(labelsize=6)
     fig.suptitle(f"layer {layer} {part}: strongest edges (layer, i_in, j_out) score", fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _plot_rationals(ffn: GRKANFFN, layer: int, part: str, path, points: int, plt) -> Path:
+    """One panel per group rational of a GR-KAN FFN layer (see :func:`plot_edges`)."""
+    act = ffn.act_in if part == "fc" else ffn.act_hidden
+    param = act.numerator
+    xs = torch.linspace(-3.0, 3.0, points, dtype=param.dtype, device=param.device)  # (P,)
+    curves = act.curves(xs).float().cpu()  # (G, P)
+    group = act.group.cpu()
+    cols = max(1, math.ceil(math.sqrt(act.groups)))
+    rows = max(1, math.ceil(act.groups / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols, 1.9 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.set_axis_off()
+    for g, ax in zip(range(act.groups), axes.flat):
+        ax.set_axis_on()
+        ax.plot(xs.float().cpu().numpy(), curves[g].numpy(), lw=1.5)
+        channels = torch.nonzero(group == g).flatten()
+        span = f"{int(channels[0])}..{int(channels[-1])}" if channels.numel() else "none"
+        ax.set_title(f"group {g}: channels {span}", fontsize=8)
+        ax.tick_params(labelsize=6)
+    fig.suptitle(f"layer {layer} {part}: GR-KAN rationals F_g ({'inputs' if part == 'fc' else 'hidden'})", fontsize=9)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)

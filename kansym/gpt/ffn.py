@@ -1,4 +1,4 @@
-"""Feed-forward blocks of a KAN-GPT: MLP, KAN, KAN with a linear shortcut.
+"""Feed-forward blocks of a KAN-GPT: MLP, KAN, KAN with a linear shortcut (SwiGLU and GR-KAN: :mod:`kansym.gpt.grkan`).
 
 All map ``(B, T, C) -> (B, T, C)``. The KAN FFN replaces GPT-2's
 ``Linear(C, 4C) -> GELU -> Linear(4C, C)`` by two KAN layers ``C -> h -> C``
@@ -33,6 +33,7 @@ from torch import nn
 
 from kansym.errors import ConfigError
 from kansym.gpt.config import KANGPTConfig
+from kansym.gpt.grkan import GRKANFFN, SwiGLUFFN
 from kansym.nn.bases import make_kan_layer, n_basis
 
 __all__ = ["MLPFFN", "KANFFN", "LowRankKANLayer", "build_ffn", "edge_scores", "sparsity_penalty"]
@@ -236,6 +237,11 @@ def build_ffn(config: KANGPTConfig, layer: int, generator: torch.Generator | Non
     kind = config.ffn[layer]
     if kind == "mlp":
         return MLPFFN(config.n_embd, config.mlp_hidden, bias=config.bias, dropout=config.dropout)
+    if kind == "swiglu":
+        return SwiGLUFFN(config.n_embd, config.kan_hidden[layer], bias=config.bias, dropout=config.dropout)
+    if kind == "grkan":
+        return GRKANFFN(config.n_embd, config.kan_hidden[layer], groups=config.grkan_groups, degrees=config.grkan_degrees,
+                        bias=config.bias, dropout=config.dropout)
     return KANFFN(
         config.n_embd,
         config.kan_hidden[layer],
@@ -270,16 +276,18 @@ def edge_scores(layer: nn.Module) -> torch.Tensor:
 
 
 def sparsity_penalty(model: nn.Module, *, mu1: float = 1.0, mu2: float = 1.0) -> torch.Tensor:
-    """``sum_l mu1 |Phi_l|_1 + mu2 S(Phi_l)`` over the KAN layers of every KAN FFN.
+    """``sum_l mu1 |Phi_l|_1 + mu2 S(Phi_l)`` over the KAN layers of every KAN and GR-KAN FFN.
 
     ``|Phi|_1 = sum_ij e_ij`` and ``S = -sum_ij p_ij log p_ij`` with ``p = e / |Phi|_1``
     (KAN paper eqs. 2.18-2.20) on the weight-based magnitudes ``e`` of
-    :func:`edge_scores`. Multiply by ``lamb`` and add to the loss.
+    :func:`edge_scores` (GR-KAN: :meth:`kansym.gpt.grkan.GRKANFFN.edge_scores`). Multiply
+    by ``lamb`` and add to the loss. MLP and SwiGLU FFNs have no edge functions and are
+    not penalised.
 
     Parameters
     ----------
     model : nn.Module
-        Any module; its :class:`KANFFN` submodules are penalised.
+        Any module; its :class:`KANFFN` and :class:`~kansym.gpt.grkan.GRKANFFN` submodules are penalised.
     mu1, mu2 : float
 
     Returns
@@ -289,10 +297,13 @@ def sparsity_penalty(model: nn.Module, *, mu1: float = 1.0, mu2: float = 1.0) ->
     """
     total = None
     for module in model.modules():
-        if not isinstance(module, KANFFN):
+        if isinstance(module, KANFFN):
+            scores = [edge_scores(module.fc), edge_scores(module.proj)]
+        elif isinstance(module, GRKANFFN):
+            scores = list(module.edge_scores())
+        else:
             continue
-        for layer in (module.fc, module.proj):
-            e = edge_scores(layer)  # (out, in)
+        for e in scores:  # (out, in)
             l1 = e.sum()
             p = e / (l1 + 1e-12)
             entropy = -(p * torch.log(p + 1e-12)).sum()

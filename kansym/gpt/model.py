@@ -155,7 +155,8 @@ class KANGPT(nn.Module):
         for name, module in self.named_modules():
             if isinstance(module, nn.Linear) and module is not self.lm_head:
                 resid = name.endswith(("c_proj", "shortcut"))
-                nn.init.normal_(module.weight, 0.0, std_resid if resid else 0.02, generator=gen)
+                std = getattr(module, "init_std", None) or (std_resid if resid else 0.02)  # GR-KAN: variance preserving
+                nn.init.normal_(module.weight, 0.0, std, generator=gen)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):

@@ -32,6 +32,14 @@ pruned by the same rule.
 Removed units are sliced out of the tensors, so the pruned model is physically
 smaller and computes exactly what the model with those units masked (incoming and
 outgoing edges) computes.
+
+GR-KAN FFNs (:class:`kansym.gpt.grkan.GRKANFFN`) are pruned by the same rules: their
+edge ``(j, i)`` is ``w_ji F_g(i)(x_i)``, so its weight-based magnitude is
+``|w_ji| rms(F_g(i))`` (:meth:`~kansym.gpt.grkan.GRKANFFN.edge_scores`), its sampled one
+``|w_ji| mean_s |F_g(i)(x_si)|``, and a hidden unit's output contribution is
+``||W_2[:, i]|| rms_s F_2(h_i(s))``. A removed unit takes its row of ``c_fc``, its
+column of ``c_proj`` and its entry of the hidden rational's group map with it; the
+group coefficients stay. MLP and SwiGLU FFNs are not pruned (no edge functions).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ import torch
 
 from kansym.errors import ConfigError
 from kansym.gpt.ffn import KANFFN, edge_scores
+from kansym.gpt.grkan import GRKANFFN
 from kansym.gpt.model import KANGPT
 
 __all__ = ["GPTPruneResult", "SCORES", "ffn_inputs", "node_scores", "output_scores", "prune_gpt", "unit_strengths"]
@@ -87,7 +96,7 @@ def ffn_inputs(model: KANGPT, idx: torch.Tensor) -> dict[int, torch.Tensor]:
     """
     captured: dict[int, torch.Tensor] = {}
     handles = []
-    for layer, ffn in model.kan_ffns():
+    for layer, ffn in _ffns(model):
         def hook(module, args, layer=layer):
             captured[layer] = args[0].reshape(-1, args[0].shape[-1]).detach()
         handles.append(ffn.register_forward_pre_hook(hook))
@@ -100,6 +109,21 @@ def ffn_inputs(model: KANGPT, idx: torch.Tensor) -> dict[int, torch.Tensor]:
             h.remove()
         model.train(was_training)
     return captured
+
+
+def _ffns(model: KANGPT) -> list:
+    """``(layer, ffn)`` of every prunable FFN: KAN and GR-KAN."""
+    return [(i, b.ffn) for i, b in enumerate(model.blocks) if isinstance(b.ffn, (KANFFN, GRKANFFN))]
+
+
+def _grkan_node_scores(ffn: GRKANFFN, x: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(e_fc (h, C), e_proj (C, h))`` of a GR-KAN FFN, weight-based or sampled on ``x (N, C)``."""
+    if x is None:
+        return ffn.edge_scores()
+    hidden = ffn.c_fc(ffn.act_in(x))  # (N, h)
+    e_fc = ffn.c_fc.weight.abs() * ffn.act_in(x).abs().mean(dim=0)  # (h, C)
+    e_proj = ffn.c_proj.weight.abs() * ffn.act_hidden(hidden).abs().mean(dim=0)  # (C, h)
+    return e_fc, e_proj
 
 
 def _mean_abs_edges(layer, x: torch.Tensor, chunk: int) -> torch.Tensor:
@@ -128,7 +152,9 @@ def node_scores(ffn: KANFFN, x: torch.Tensor | None = None, *, chunk: int = 256)
     -------
     incoming, outgoing : Tensor (h,)
     """
-    if x is None:
+    if isinstance(ffn, GRKANFFN):
+        e_fc, e_proj = _grkan_node_scores(ffn, x)
+    elif x is None:
         e_fc, e_proj = edge_scores(ffn.fc), edge_scores(ffn.proj)
     else:
         e_fc = _mean_abs_edges(ffn.fc, x, chunk)  # (h, C)
@@ -153,6 +179,9 @@ def output_scores(ffn: KANFFN, x: torch.Tensor, *, chunk: int = 256) -> torch.Te
     Tensor (h,)
         ``sqrt(mean_s sum_j phi_ji(h_i(s))^2)``, ``phi_ji`` the edges of ``ffn.proj``.
     """
+    if isinstance(ffn, GRKANFFN):
+        f2 = ffn.act_hidden(ffn.c_fc(ffn.act_in(x)))  # (N, h)
+        return ffn.c_proj.weight.norm(dim=0) * f2.pow(2).mean(dim=0).sqrt()
     hidden = ffn.fc(x)  # (N, h)
     total = x.new_zeros(ffn.hidden)
     for start in range(0, x.shape[0], chunk):
@@ -197,7 +226,7 @@ def unit_strengths(
     score = _check_score(score, idx)
     inputs = ffn_inputs(model, idx) if score != "weight" else {}
     out = {}
-    for layer, ffn in model.kan_ffns():
+    for layer, ffn in _ffns(model):
         if score == "output":
             strength = output_scores(ffn, inputs[layer])
         else:
@@ -222,6 +251,14 @@ def _slice_layer(sd: dict, prefix: str, index: torch.Tensor, dim: int) -> None:
         sd[key] = sd[key].index_select(dim, index).clone()
     if dim == 1 and grid in sd:  # a B-spline grid is per input feature: (in, G + 2k + 1)
         sd[grid] = sd[grid].index_select(0, index).clone()
+
+
+def _slice_grkan(sd: dict, prefix: str, index: torch.Tensor) -> None:
+    """Keep the hidden units ``index`` of the GR-KAN FFN at ``prefix``."""
+    for key, dim in ((f"{prefix}.c_fc.weight", 0), (f"{prefix}.c_fc.bias", 0), (f"{prefix}.act_hidden.group", 0),
+                     (f"{prefix}.c_proj.weight", 1)):
+        if key in sd:
+            sd[key] = sd[key].index_select(dim, index).clone()
 
 
 @torch.no_grad()
@@ -264,9 +301,10 @@ def prune_gpt(
     """
     if not theta > 0:
         raise ConfigError(f"theta must be positive, got {theta}")
-    ffns = model.kan_ffns()
+    ffns = _ffns(model)
     if not ffns:
-        raise ConfigError("the model has no KAN feed-forward layer to prune; train it with --ffn kan or a hybrid list")
+        raise ConfigError("the model has no KAN or GR-KAN feed-forward layer to prune; train it with --ffn kan, grkan "
+                          "or a hybrid list")
     score = _check_score(score, idx)
     strengths = unit_strengths(model, idx, score=score, relative=relative)
     sd = {k: v.clone() for k, v in model.state_dict().items()}
@@ -276,11 +314,14 @@ def prune_gpt(
     for layer, ffn in ffns:
         strength = strengths[layer]  # (h,)
         keep = torch.nonzero(strength > theta).flatten()
-        floor = model.config.kan_rank or 1  # a factorised FFN keeps rank <= width (KANGPTConfig.kan_rank)
+        floor = (model.config.kan_rank or 1) if isinstance(ffn, KANFFN) else 1  # a factorised FFN keeps rank <= width
         if keep.numel() < floor:
             keep = torch.sort(torch.topk(strength, min(floor, strength.numel())).indices).values
-        _slice_layer(sd, f"blocks.{layer}.ffn.fc", keep, 0)
-        _slice_layer(sd, f"blocks.{layer}.ffn.proj", keep, 1)
+        if isinstance(ffn, GRKANFFN):
+            _slice_grkan(sd, f"blocks.{layer}.ffn", keep)
+        else:
+            _slice_layer(sd, f"blocks.{layer}.ffn.fc", keep, 0)
+            _slice_layer(sd, f"blocks.{layer}.ffn.proj", keep, 1)
         kept[layer] = keep.tolist()
         layers.append({"layer": layer, "before": ffn.hidden, "after": int(keep.numel())})
         hidden[layer] = int(keep.numel())

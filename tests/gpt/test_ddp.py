@@ -15,11 +15,12 @@ TORCHRUN = Path(sys.executable).with_name("torchrun")
 
 @pytest.mark.slow
 @pytest.mark.skipif(not TORCHRUN.exists() and shutil.which("torchrun") is None, reason="torchrun not installed")
-def test_two_process_gloo_run(text_file, tmp_path):
+@pytest.mark.parametrize("ffn", ["mlp,kan", "swiglu,grkan"])
+def test_two_process_gloo_run(text_file, tmp_path, ffn):
     out = tmp_path / "run"
     exe = str(TORCHRUN) if TORCHRUN.exists() else shutil.which("torchrun")
     cmd = [exe, "--standalone", "--nproc_per_node", "2", "-m", "kansym", "gpt", "train", "--text", str(text_file),
-           "--ffn", "mlp,kan", "--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--block-size", "8",
+           "--ffn", ffn, "--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--block-size", "8",
            "--batch-size", "4", "--max-iters", "6", "--eval-interval", "3", "--eval-iters", "2", "-o", str(out), "-q"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)

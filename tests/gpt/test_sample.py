@@ -13,9 +13,9 @@ from .conftest import tiny_config
 VOCAB = CharVocab(tuple("\nabcdefghij"))
 
 
-@pytest.fixture()
-def model():
-    return KANGPT(tiny_config(ffn="mlp,kan"))
+@pytest.fixture(params=["mlp,kan", "swiglu", "grkan"])
+def model(request):
+    return KANGPT(tiny_config(ffn=request.param))
 
 
 def test_same_seed_same_text(model):

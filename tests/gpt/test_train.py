@@ -15,9 +15,10 @@ from kansym.io.checkpoint import load_checkpoint
 from .conftest import tiny_config, tiny_train
 
 
-def test_resume_continues_the_same_curve(text_file, tmp_path):
+@pytest.mark.parametrize("ffn", ["mlp,kan", "swiglu", "grkan"])
+def test_resume_continues_the_same_curve(text_file, tmp_path, ffn):
     # dropout and sparsification on, so the RNG states and the penalty are exercised too
-    model = tiny_config(ffn="mlp,kan", dropout=0.1)
+    model = tiny_config(ffn=ffn, dropout=0.1)
     config = tiny_train(dtype="float64", lr_decay_iters=20, lamb=1e-3, eval_interval=5)
     straight = train(model, config, text_file, tmp_path / "a")
     train(model, config.replace(max_iters=10), text_file, tmp_path / "b")
@@ -32,8 +33,9 @@ def test_resume_continues_the_same_curve(text_file, tmp_path):
     assert [r["iter"] for r in rows] == [5, 10, 15, 20]
 
 
-def test_learns_and_writes_run_files(text_file, tmp_path):
-    result = train(tiny_config(ffn="kan"), tiny_train(max_iters=60, eval_interval=30), text_file, tmp_path / "run")
+@pytest.mark.parametrize("ffn", ["kan", "swiglu", "grkan"])
+def test_learns_and_writes_run_files(text_file, tmp_path, ffn):
+    result = train(tiny_config(ffn=ffn), tiny_train(max_iters=60, eval_interval=30), text_file, tmp_path / "run")
     rows = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert [r["iter"] for r in rows] == [30, 60]
     assert set(rows[0]) >= {"iter", "train_loss", "val_loss", "elapsed_s", "tokens_per_s"}

@@ -186,6 +186,8 @@ _SIGNATURES = {  # argument types of the C ABI (csrc/kan_kernels.h), per kernel
     "kansym_l1_bwd": ["p"] * 5 + ["i"] * 4 + ["p"] * 3,
     "kansym_weight": ["p"] * 4 + ["i"] * 4 + ["d"] + ["p"] * 2,
     "kansym_param_grads": ["p"] * 4 + ["i"] * 4 + ["d"] + ["p"] * 3,
+    "kansym_rational_fwd": ["p"] * 3 + ["i"] * 4 + ["p"],
+    "kansym_rational_bwd": ["p"] * 4 + ["i"] * 4 + ["p"] * 3,
 }
 _CTYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int64, "d": ctypes.c_double}
 
@@ -358,3 +360,19 @@ class NativeKernels:
             _ptr(feats), _ptr(weight), _ptr(edges), _ptr(g_out), _ptr(g_l1) if g_l1 is not None else None, n, n_rows,
             width, n_out, _ptr(g_feats) if need_feats else None, _ptr(g_w), _ptr(work))
         return g_feats, g_w
+
+    def rational(self, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """GR-KAN's rational ``P / (1 + |B|)`` of ``x (N, ch)`` with coefficient rows ``a (m1, ch)``, ``b (nb, ch)``."""
+        x, a, b = (_as(t, x.dtype) for t in (x, a, b))
+        out = torch.empty_like(x)
+        self._fns["kansym_rational_fwd", x.dtype](_ptr(x), _ptr(a), _ptr(b), x.shape[0], x.shape[1], a.shape[0],
+                                                  b.shape[0], _ptr(out))
+        return out
+
+    def rational_backward(self, g: torch.Tensor, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor):
+        """Gradients ``(gx (N, ch), ga (m1, ch), gb (nb, ch))`` of :meth:`rational` from ``g (N, ch)``."""
+        g, x, a, b = (_as(t, x.dtype) for t in (g, x, a, b))
+        gx, ga, gb = torch.empty_like(x), torch.empty_like(a), torch.empty_like(b)
+        self._fns["kansym_rational_bwd", x.dtype](_ptr(g), _ptr(x), _ptr(a), _ptr(b), x.shape[0], x.shape[1],
+                                                  a.shape[0], b.shape[0], _ptr(gx), _ptr(ga), _ptr(gb))
+        return gx, ga, gb

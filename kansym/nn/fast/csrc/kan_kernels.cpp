@@ -27,6 +27,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 namespace {
 
@@ -530,6 +531,82 @@ KS_ENTRY void param_grads(const T *__restrict__ gw, const T *__restrict__ coef, 
     }
 }
 
+/* Group-rational activation of GR-KAN (kansym/gpt/grkan.py): F = P(x) / (1 + |B(x)|) per channel,
+   P and B by Horner's rule (Knuth, TAOCP vol. 2, 4.6.4), each step one loop over the row's
+   channels (contiguous: it vectorises). a (m1, ch), b (nb, ch) hold the channels' coefficients
+   by row; B(x) = x (b_0 + b_1 x + ...). One row at a time, on buffers of one row. */
+template <typename T>
+KS_ENTRY void rational_fwd(const T *__restrict__ x, const T *__restrict__ a, const T *__restrict__ b, int64_t n,
+                           int64_t ch, int64_t m1, int64_t nb, T *__restrict__ out) {
+    std::vector<T> qbuf(ch);
+    T *__restrict__ q = qbuf.data();
+    for (int64_t i = 0; i < n; ++i) {
+        const T *__restrict__ xr = x + i * ch;
+        T *__restrict__ p = out + i * ch;
+        const T *top = a + (m1 - 1) * ch, *btop = b + (nb - 1) * ch;
+        for (int64_t c = 0; c < ch; ++c) p[c] = top[c], q[c] = btop[c];
+        for (int64_t k = m1 - 2; k >= 0; --k) {
+            const T *ak = a + k * ch;
+            for (int64_t c = 0; c < ch; ++c) p[c] = p[c] * xr[c] + ak[c];
+        }
+        for (int64_t k = nb - 2; k >= 0; --k) {
+            const T *bk = b + k * ch;
+            for (int64_t c = 0; c < ch; ++c) q[c] = q[c] * xr[c] + bk[c];
+        }
+        for (int64_t c = 0; c < ch; ++c) p[c] = p[c] / (T(1) + std::fabs(q[c] * xr[c]));
+    }
+}
+
+/* Its backward: gx = g (P' - F sgn(B) B') / Q, ga_k = sum_rows g x^k / Q, gb_j = -sum_rows g F sgn(B)
+   x^(j+1) / Q with sgn(0) = +1 (a subgradient, so a zero denominator can start to move); P', B'
+   carried along Horner's rule. ga, gb are overwritten. */
+template <typename T>
+KS_ENTRY void rational_bwd(const T *__restrict__ g, const T *__restrict__ x, const T *__restrict__ a,
+                           const T *__restrict__ b, int64_t n, int64_t ch, int64_t m1, int64_t nb, T *__restrict__ gx,
+                           T *__restrict__ ga, T *__restrict__ gb) {
+    std::vector<T> buf(5 * ch);
+    T *__restrict__ p = buf.data();
+    T *__restrict__ dp = p + ch;
+    T *__restrict__ cc = dp + ch;
+    T *__restrict__ dc = cc + ch;
+    T *__restrict__ t = dc + ch;
+    for (int64_t j = 0; j < m1 * ch; ++j) ga[j] = T(0);
+    for (int64_t j = 0; j < nb * ch; ++j) gb[j] = T(0);
+    for (int64_t i = 0; i < n; ++i) {
+        const T *__restrict__ xr = x + i * ch;
+        const T *__restrict__ gr = g + i * ch;
+        T *__restrict__ s = gx + i * ch; /* holds g F sgn(B) / Q until gx is written */
+        const T *top = a + (m1 - 1) * ch, *btop = b + (nb - 1) * ch;
+        for (int64_t c = 0; c < ch; ++c) p[c] = top[c], dp[c] = T(0), cc[c] = btop[c], dc[c] = T(0);
+        for (int64_t k = m1 - 2; k >= 0; --k) {
+            const T *ak = a + k * ch;
+            for (int64_t c = 0; c < ch; ++c) dp[c] = dp[c] * xr[c] + p[c], p[c] = p[c] * xr[c] + ak[c];
+        }
+        for (int64_t k = nb - 2; k >= 0; --k) {
+            const T *bk = b + k * ch;
+            for (int64_t c = 0; c < ch; ++c) dc[c] = dc[c] * xr[c] + cc[c], cc[c] = cc[c] * xr[c] + bk[c];
+        }
+        for (int64_t c = 0; c < ch; ++c) {
+            T big = cc[c] * xr[c], dbig = cc[c] + xr[c] * dc[c];
+            T inv_q = T(1) / (T(1) + std::fabs(big));
+            T tc = gr[c] * inv_q, sc = tc * p[c] * inv_q;
+            sc = big < T(0) ? -sc : sc;
+            t[c] = tc;
+            dc[c] = sc;                   /* s, kept for the b gradients */
+            s[c] = tc * dp[c] - sc * dbig; /* gx */
+        }
+        for (int64_t c = 0; c < ch; ++c) ga[c] += t[c];
+        for (int64_t k = 1; k < m1; ++k) {
+            T *gak = ga + k * ch;
+            for (int64_t c = 0; c < ch; ++c) t[c] *= xr[c], gak[c] += t[c];
+        }
+        for (int64_t j = 0; j < nb; ++j) {
+            T *gbj = gb + j * ch;
+            for (int64_t c = 0; c < ch; ++c) dc[c] *= xr[c], gbj[c] -= dc[c];
+        }
+    }
+}
+
 }  // namespace
 
 /* The C ABI of kan_kernels.h: each template for float and double. */
@@ -565,6 +642,14 @@ KS_ENTRY void param_grads(const T *__restrict__ gw, const T *__restrict__ coef, 
     void kansym_param_grads_##S(const T *gw, const T *coef, const T *mask, const T *live, int64_t n_out, int64_t in, \
                                 int64_t K, int64_t wb, double scale, T *g_coef, T *g_base, T *g_sp) {              \
         param_grads(gw, coef, mask, live, n_out, in, K, wb, scale, g_coef, g_base, g_sp);                          \
+    }                                                                                                              \
+    void kansym_rational_fwd_##S(const T *x, const T *a, const T *b, int64_t n, int64_t ch, int64_t m1, int64_t nb, \
+                                 T *out) {                                                                         \
+        rational_fwd(x, a, b, n, ch, m1, nb, out);                                                                 \
+    }                                                                                                              \
+    void kansym_rational_bwd_##S(const T *g, const T *x, const T *a, const T *b, int64_t n, int64_t ch, int64_t m1, \
+                                 int64_t nb, T *gx, T *ga, T *gb) {                                                \
+        rational_bwd(g, x, a, b, n, ch, m1, nb, gx, ga, gb);                                                       \
     }
 
 extern "C" {

@@ -13,6 +13,8 @@
      table        (in (M + 1), 2, k + 1, k + 1)   polynomial pieces (values, derivatives)
      coef         (n_out, in, K)     spline coefficients; sb, ss, mask, live (n_out, in)
      weight, gw   (n_out, K + wb, in)
+     rational:    x, out, g, gx (n, ch); a, ga (m1, ch); b, gb (nb, ch): per-channel coefficients
+                  of F = (a_0 + ... + a_{m1-1} x^{m1-1}) / (1 + |b_0 x + ... + b_{nb-1} x^nb|)
 
    See kan_kernels.cpp for the algorithms and their sources. */
 #ifndef KANSYM_KAN_KERNELS_H
@@ -43,7 +45,11 @@ extern "C" {
                            int64_t in, int64_t K, int64_t wb, double scale, T *weight, T *live);  \
     void kansym_param_grads_##S(const T *gw, const T *coef, const T *mask, const T *live,         \
                                 int64_t n_out, int64_t in, int64_t K, int64_t wb, double scale,   \
-                                T *g_coef, T *g_base, T *g_sp);
+                                T *g_coef, T *g_base, T *g_sp);                                   \
+    void kansym_rational_fwd_##S(const T *x, const T *a, const T *b, int64_t n, int64_t ch,       \
+                                 int64_t m1, int64_t nb, T *out);                                 \
+    void kansym_rational_bwd_##S(const T *g, const T *x, const T *a, const T *b, int64_t n,       \
+                                 int64_t ch, int64_t m1, int64_t nb, T *gx, T *ga, T *gb);
 
 KANSYM_DECLARE_KERNELS(float, f32)
 KANSYM_DECLARE_KERNELS(double, f64)
