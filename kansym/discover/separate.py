@@ -45,7 +45,7 @@ from scipy.optimize import minimize_scalar
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.direct import DirectCandidate, direct_search, selection_score
 from kansym.symbolic.pareto import expression_complexity
-from kansym.symbolic.refine import exact_as_floats, refine
+from kansym.symbolic.refine import exact_as_floats, refine, refit_constants
 from kansym.symbolic.verify import nrmse
 
 __all__ = ["Split", "interaction_graph", "decompose", "structure_candidates", "NOISE_FACTOR"]
@@ -54,7 +54,10 @@ log = logging.getLogger("kansym")
 
 NOISE_FACTOR = 5.0  # a mixed difference within this many oracle errors counts as zero
 PAIRS = 256  # pairs of rows per mixed difference
-LEAF_ROWS = 2000  # oracle rows a leaf's direct search works on
+LEAF_ROWS = 2000  # oracle rows a leaf's direct search works on (and data rows the refits use)
+LEAF_ALTERNATIVES = 3  # candidates a leaf hands up
+MAX_ALTERNATIVES = 8  # recombinations a node hands up (its best, then one piece swapped for a runner-up)
+REFINED = 2  # recombinations refined on the data, of those best after a refit of their coefficients
 MAX_DEPTH = 6
 
 Oracle = Callable[[np.ndarray], np.ndarray]  # (N, d) -> (N,)
@@ -225,10 +228,12 @@ def _restrict(f: Oracle, base: np.ndarray, group: Sequence[int]) -> Oracle:
 
 def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: float, *,
               complexity_weight: float = 0.05, seed: int = 0,
-              _depth: int = 0) -> tuple[sympy.Expr, Split] | None:
-    """Split ``f`` recursively and solve its pieces; the formula (constants as the oracle
-    gives them, not refined) and its decomposition, or None when a piece of three or more
-    inputs does not split (or a leaf's search finds nothing).
+              _depth: int = 0) -> tuple[list[sympy.Expr], Split] | None:
+    """Split ``f`` recursively and solve its pieces; the formulas (constants as the oracle
+    gives them, not refined: the best first, then up to ``MAX_ALTERNATIVES - 1`` with one
+    piece replaced by its runner-up, since a slice of the oracle can favour a wrong piece
+    that the data then reject) and the decomposition, or None when a piece of three or
+    more inputs does not split (or a leaf's search finds nothing).
 
     Parameters
     ----------
@@ -262,9 +267,10 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
     found = direct_search(rows, h, list(symbols), complexity_weight=complexity_weight, noise=floor)
     if not found:
         return None
-    best = min(found, key=lambda c: (selection_score(max(c.error, floor), c.complexity, complexity_weight),
-                                     c.complexity, str(c.expr)))
-    return best.expr, Split("leaf", names)
+    ranked = sorted(found, key=lambda c: (selection_score(max(c.error, floor), c.complexity, complexity_weight),
+                                          c.complexity, str(c.expr)))
+    exprs = list(dict.fromkeys(c.expr for c in ranked))[:LEAF_ALTERNATIVES]
+    return exprs, Split("leaf", names)
 
 
 def _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, depth):
@@ -286,12 +292,15 @@ def _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, 
         parts.append(solved[0])
         children.append(solved[1])
     k = len(groups)
-    if kind == "sum":
-        expr = sympy.Add(*parts) - sympy.Float(k - 1) * sympy.Float(f_base)
-    else:
-        expr = sympy.Float(offset) + sympy.Mul(*parts) / sympy.Float(f_base - offset) ** (k - 1)
+
+    def join(pieces: Sequence[sympy.Expr]) -> sympy.Expr:
+        if kind == "sum":
+            return sympy.Add(*pieces) - sympy.Float(k - 1) * sympy.Float(f_base)
+        return sympy.Float(offset) + sympy.Mul(*pieces) / sympy.Float(f_base - offset) ** (k - 1)
+    first = [p[0] for p in parts]
+    exprs = [join(first)] + [join([*first[:i], alt, *first[i + 1:]]) for i, p in enumerate(parts) for alt in p[1:]]
     names = tuple(s.name for s in symbols)
-    return expr, Split(kind, names, offset if kind == "product" else 0.0, tuple(children))
+    return exprs[:MAX_ALTERNATIVES], Split(kind, names, offset if kind == "product" else 0.0, tuple(children))
 
 
 def structure_candidates(oracle: Oracle, eps: float, x: np.ndarray, y: np.ndarray,
@@ -319,23 +328,34 @@ def structure_candidates(oracle: Oracle, eps: float, x: np.ndarray, y: np.ndarra
     solved = decompose(oracle, x, symbols, eps, complexity_weight=complexity_weight, seed=seed)
     if solved is None:
         return [], None
-    raw, split = solved
+    raws, split = solved
     log.info("structure: %s", split.describe())
+    rows = np.linspace(0, len(x) - 1, min(len(x), LEAF_ROWS)).astype(int)
+    # each recombination's coefficients refitted on the data (a cheap screen); the best refined
+    screened = sorted(((_error(e, symbols, x[rows], y[rows]), expression_complexity(e), str(e), e)
+                       for e in (_refit(exact_as_floats(r), symbols, x[rows], y[rows]) for r in raws)),
+                      key=lambda t: (selection_score(t[0], t[1], complexity_weight), t[1], t[2]))
     candidates = []
-    for expr in _refined(raw, symbols, x, y):
-        with np.errstate(all="ignore"):
-            pred = np.broadcast_to(lambdify_formula(expr, symbols)(x), y.shape)
-        if np.all(np.isfinite(pred)):
-            candidates.append(DirectCandidate(expr, nrmse(y, pred), expression_complexity(expr), origin="structure"))
+    for *_, expr in screened[:REFINED]:
+        try:
+            expr = refine(expr, symbols, x[rows], y[rows])
+        except (ValueError, ArithmeticError) as exc:  # a refit that leaves the formula's domain
+            log.debug("structure: refinement failed (%s); keeping the refitted constants", exc)
+        error = _error(expr, symbols, x, y)
+        if np.isfinite(error):
+            candidates.append(DirectCandidate(expr, error, expression_complexity(expr), origin="structure"))
     return candidates, split
 
 
-def _refined(raw: sympy.Expr, symbols, x, y) -> list[sympy.Expr]:
-    """The recombined formula with every coefficient and offset a float again (the leaves
-    snapped theirs against the oracle's error), refined on the data."""
-    rows = np.linspace(0, len(x) - 1, min(len(x), LEAF_ROWS)).astype(int)
+def _refit(expr: sympy.Expr, symbols, x, y) -> sympy.Expr:
     try:
-        return [refine(exact_as_floats(raw), symbols, x[rows], y[rows])]
-    except (ValueError, ArithmeticError) as exc:  # a refit that leaves the formula's domain
-        log.debug("structure: refinement failed (%s); keeping the oracle's constants", exc)
-        return [raw]
+        return refit_constants(expr, symbols, x, y)
+    except (ValueError, ArithmeticError):
+        return expr
+
+
+def _error(expr: sympy.Expr, symbols, x, y) -> float:
+    """Normalised RMS error on ``x, y`` (inf where the formula is not finite)."""
+    with np.errstate(all="ignore"):
+        pred = np.broadcast_to(np.asarray(lambdify_formula(expr, symbols)(x), dtype=np.float64), y.shape)
+    return nrmse(y, pred) if np.all(np.isfinite(pred)) else np.inf
