@@ -30,10 +30,15 @@ def predict_command(checkpoint, data, formula_path, output, force, seed, device,
     standard error. A note there says when rows lie outside the range the model was
     trained on (extrapolation) or the formula has no finite value on some rows.
 
+    CHECKPOINT may also be a formula.json alone (a `fit --units` run whose law is a
+    monomial trains no KAN and writes only that): the output then holds the input
+    columns and TARGET_formula.
+
     \b
     Examples:
       kansym predict kansym-out/pruned.pt new_rows.csv -o predictions.csv
       kansym predict model.pt new_rows.csv --formula kansym-out/formula.json
+      kansym predict kansym-out/formula.json new_rows.csv
     """
     import numpy as np
     import pandas as pd
@@ -51,6 +56,11 @@ def predict_command(checkpoint, data, formula_path, output, force, seed, device,
     out = Path(output) if output else None
     if out is not None:
         check_output_file(out, force=force, protect=[src, rows] + ([Path(formula_path)] if formula_path else []))
+    if src.suffix.lower() == ".json":  # a formula.json alone (e.g. a --units monomial: no KAN was trained)
+        if formula_path is not None:
+            raise DataError(f"{src} is a formula record already; --formula goes with a checkpoint (.pt)")
+        _predict_formula(read_record(src), rows, out, quiet)
+        return
     bundle = ModelBundle.load(src)
     columns, targets = model_columns(bundle), model_target(bundle)  # a --units model: the groups' columns
     frame = read_frame(rows)
@@ -97,3 +107,36 @@ def predict_command(checkpoint, data, formula_path, output, force, seed, device,
     where = f" to {out}" if out is not None else ""
     what = "the model and the formula" if record is not None else "the model (no formula.json found; --formula)"
     click.echo(f"predicted {len(result)} rows with {what}{where}", err=True)
+
+
+def _predict_formula(record, rows: Path, out: Path | None, quiet: bool) -> None:
+    """``kansym predict formula.json DATA``: the formula's predictions, and its R² when DATA has the target."""
+    import numpy as np
+    import pandas as pd
+
+    from kansym.io.tabular import columns_from_frame, read_frame
+    from kansym.symbolic.verify import r2_score
+
+    frame = read_frame(rows)
+    columns = list(record.inputs)
+    x = columns_from_frame(frame, columns, source=str(rows))
+    result = pd.DataFrame({name: x[:, i] for i, name in enumerate(columns)})
+    result[f"{record.target}_formula"] = record.predict(x, columns)
+    text = result.to_csv(index=False)
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        write_output_text(out, text)
+    if quiet:
+        return
+    pred = result[f"{record.target}_formula"].to_numpy()
+    if not np.all(np.isfinite(pred)):
+        click.echo(f"note: the formula gives no finite value on {int(np.sum(~np.isfinite(pred)))} of {len(result)} "
+                   "rows (outside its domain: a log or root of a negative value, a division by zero, an overflow)",
+                   err=True)
+    if record.target in frame.columns and len(result) >= 2:
+        y = columns_from_frame(frame, [record.target], source=str(rows), role="target")[:, 0]
+        click.echo(f"{record.target} on {len(y)} rows of {rows}: formula R² = "
+                   f"{r2_score(y, pred, nonfinite='-inf'):.6f}", err=True)
+    where = f" to {out}" if out is not None else ""
+    click.echo(f"predicted {len(result)} rows with the formula of {record.source}{where}", err=True)

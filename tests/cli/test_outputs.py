@@ -103,3 +103,26 @@ def test_empty_and_repeated_lists_say_what_is_wrong(run, tmp_path):
     _one_line_error(runner.invoke(cli, ["symbolify", str(d / "out" / "pruned.pt"), "--lib", ","]), "primitive library")
     _one_line_error(runner.invoke(cli, ["fit", str(d / "d.csv"), "-t", "y", "--inputs", "pi,pi", *out]),
                     "repeats the column(s) 'pi'")
+
+
+def test_predict_from_a_formula_json_alone(tmp_path):
+    """A --units fit whose law is a monomial trains no KAN and writes only formula.json:
+    `kansym predict formula.json DATA` predicts with the formula (fresh-user finding)."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"m": rng.uniform(1, 5, 300), "v": rng.uniform(1, 5, 300)})
+    frame["E"] = 0.5 * frame["m"] * frame["v"] ** 2
+    data = tmp_path / "data.csv"
+    frame.to_csv(data, index=False)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["fit", str(data), "--target", "E", "--units", "m=kg,v=m/s,E=kg*m^2/s^2",
+                                   "-o", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    assert not (out / "pruned.pt").exists()  # no KAN: the law is the monomial
+    res = CliRunner().invoke(cli, ["predict", str(out / "formula.json"), str(data), "-o", str(tmp_path / "p.csv")])
+    assert res.exit_code == 0, res.output
+    p = pd.read_csv(tmp_path / "p.csv")
+    assert list(p.columns) == ["m", "v", "E_formula"]
+    np.testing.assert_allclose(p["E_formula"], frame["E"], rtol=1e-12)
+    assert "formula R² = 1.000000" in res.stderr
+    res = CliRunner().invoke(cli, ["predict", str(out / "formula.json"), str(data), "--formula", str(out / "formula.json")])
+    _one_line_error(res, "is a formula record already")
