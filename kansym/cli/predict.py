@@ -40,7 +40,6 @@ def predict_command(checkpoint, data, formula_path, output, force, seed, device,
       kansym predict model.pt new_rows.csv --formula kansym-out/formula.json
       kansym predict kansym-out/formula.json new_rows.csv
     """
-    import numpy as np
     import pandas as pd
 
     from kansym.discover.record import read_record, sibling_record
@@ -82,21 +81,15 @@ def predict_command(checkpoint, data, formula_path, output, force, seed, device,
         result[f"{target}_model"] = y_model[:, k]
     if record is not None:
         result[f"{record.target}_formula"] = record.predict(x, columns)
-    text = result.to_csv(index=False)  # shortest round-trip repr of every float
-    if out is None:
-        click.echo(text, nl=False)
-    else:
-        write_output_text(out, text)
+    _emit(result, out)
     if quiet:
         return
     outside = outside_training_range(bundle, x)
     if outside:
         click.echo(f"note: {outside} of {len(result)} rows lie outside the range the model was trained on "
                    "(extrapolation: the model and the formula may disagree there)", err=True)
-    if record is not None and not np.all(np.isfinite(result[f"{record.target}_formula"].to_numpy())):
-        bad = int(np.sum(~np.isfinite(result[f"{record.target}_formula"].to_numpy())))
-        click.echo(f"note: the formula gives no finite value on {bad} of {len(result)} rows "
-                   "(outside its domain: a log or root of a negative value, a division by zero, an overflow)", err=True)
+    if record is not None:
+        _note_nonfinite(result[f"{record.target}_formula"].to_numpy())
     for target in [t for t in targets if t in frame.columns]:
         y = columns_from_frame(frame, [target], source=str(rows), role="target")[:, 0]
         if len(y) >= 2:
@@ -111,7 +104,6 @@ def predict_command(checkpoint, data, formula_path, output, force, seed, device,
 
 def _predict_formula(record, rows: Path, out: Path | None, quiet: bool) -> None:
     """``kansym predict formula.json DATA``: the formula's predictions, and its R² when DATA has the target."""
-    import numpy as np
     import pandas as pd
 
     from kansym.io.tabular import columns_from_frame, read_frame
@@ -122,21 +114,33 @@ def _predict_formula(record, rows: Path, out: Path | None, quiet: bool) -> None:
     x = columns_from_frame(frame, columns, source=str(rows))
     result = pd.DataFrame({name: x[:, i] for i, name in enumerate(columns)})
     result[f"{record.target}_formula"] = record.predict(x, columns)
-    text = result.to_csv(index=False)
-    if out is None:
-        click.echo(text, nl=False)
-    else:
-        write_output_text(out, text)
+    _emit(result, out)
     if quiet:
         return
     pred = result[f"{record.target}_formula"].to_numpy()
-    if not np.all(np.isfinite(pred)):
-        click.echo(f"note: the formula gives no finite value on {int(np.sum(~np.isfinite(pred)))} of {len(result)} "
-                   "rows (outside its domain: a log or root of a negative value, a division by zero, an overflow)",
-                   err=True)
+    _note_nonfinite(pred)
     if record.target in frame.columns and len(result) >= 2:
         y = columns_from_frame(frame, [record.target], source=str(rows), role="target")[:, 0]
         click.echo(f"{record.target} on {len(y)} rows of {rows}: formula R² = "
                    f"{r2_score(y, pred, nonfinite='-inf'):.6f}", err=True)
     where = f" to {out}" if out is not None else ""
     click.echo(f"predicted {len(result)} rows with the formula of {record.source}{where}", err=True)
+
+
+def _emit(result, out: Path | None) -> None:
+    """The predictions as CSV (shortest round-trip repr of every float) to ``out`` or stdout."""
+    text = result.to_csv(index=False)
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        write_output_text(out, text)
+
+
+def _note_nonfinite(values) -> None:
+    """A note on stderr when the formula has no finite value on some rows."""
+    import numpy as np
+
+    bad = int(np.sum(~np.isfinite(values)))
+    if bad:
+        click.echo(f"note: the formula gives no finite value on {bad} of {len(values)} rows "
+                   "(outside its domain: a log or root of a negative value, a division by zero, an overflow)", err=True)

@@ -112,21 +112,14 @@ def plot_edges(
     x = xs[:, None].expand(points, kan.in_features).contiguous()  # (P, in)
     phi = kan.edge_outputs(x).float().cpu()  # (P, out, in)
     cols = max(1, math.ceil(math.sqrt(len(edges))))
-    rows = max(1, math.ceil(len(edges) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols, 1.9 * rows), squeeze=False)
-    for ax in axes.flat:
-        ax.set_axis_off()
+    fig, axes = _panels(len(edges), cols, plt)
     for ax, (i, j, score) in zip(axes.flat, edges):
         ax.set_axis_on()
         ax.plot(xs.float().cpu().numpy(), phi[:, j, i].numpy(), lw=1.5)
         ax.set_title(f"({layer}, {i}, {j})  {score:.3g}", fontsize=8)
         ax.tick_params(labelsize=6)
     fig.suptitle(f"layer {layer} {part}: strongest edges (layer, i_in, j_out) score", fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path, plt)
 
 
 def _plot_rationals(ffn: GRKANFFN, layer: int, part: str, path, points: int, plt) -> Path:
@@ -137,10 +130,7 @@ def _plot_rationals(ffn: GRKANFFN, layer: int, part: str, path, points: int, plt
     curves = act.curves(xs).float().cpu()  # (G, P)
     group = act.group.cpu()
     cols = max(1, math.ceil(math.sqrt(act.groups)))
-    rows = max(1, math.ceil(act.groups / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols, 1.9 * rows), squeeze=False)
-    for ax in axes.flat:
-        ax.set_axis_off()
+    fig, axes = _panels(act.groups, cols, plt)
     for g, ax in zip(range(act.groups), axes.flat):
         ax.set_axis_on()
         ax.plot(xs.float().cpu().numpy(), curves[g].numpy(), lw=1.5)
@@ -149,6 +139,19 @@ def _plot_rationals(ffn: GRKANFFN, layer: int, part: str, path, points: int, plt
         ax.set_title(f"group {g}: channels {span}", fontsize=8)
         ax.tick_params(labelsize=6)
     fig.suptitle(f"layer {layer} {part}: GR-KAN rationals F_g ({'inputs' if part == 'fc' else 'hidden'})", fontsize=9)
+    return _save(fig, path, plt)
+
+
+def _panels(n: int, cols: int, plt):
+    """A figure of ``n`` small panels in ``cols`` columns (the unused ones blank)."""
+    rows = max(1, math.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols, 1.9 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.set_axis_off()
+    return fig, axes
+
+
+def _save(fig, path, plt) -> Path:
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)

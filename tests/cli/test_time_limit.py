@@ -14,17 +14,6 @@ from kansym.cli.main import cli
 from kansym.deadline import Deadline
 
 
-class StepClock:
-    """At 0 until its ``expire_at``-th read, then far past any limit."""
-
-    def __init__(self, expire_at: int):
-        self.expire_at, self.reads = expire_at, 0
-
-    def __call__(self):
-        self.reads += 1
-        return 0.0 if self.reads < self.expire_at else 1e9
-
-
 @pytest.fixture()
 def law_csv(tmp_path):
     rng = np.random.default_rng(0)
@@ -47,8 +36,8 @@ def test_a_limit_that_does_not_bind_writes_the_same_formula_json(law_csv, tmp_pa
     assert limited.stdout == free.stdout and "time limit" not in limited.output  # stdout and the log (stderr)
 
 
-def test_a_limit_that_binds_is_named_in_the_output_and_in_formula_json(law_csv, tmp_path, monkeypatch):
-    monkeypatch.setattr("kansym.cli.fit.Deadline", lambda seconds: Deadline(seconds, clock=StepClock(2)))
+def test_a_limit_that_binds_is_named_in_the_output_and_in_formula_json(law_csv, tmp_path, monkeypatch, step_clock):
+    monkeypatch.setattr("kansym.cli.fit.Deadline", lambda seconds: Deadline(seconds, clock=step_clock(2)))
     result = _fit(law_csv, tmp_path / "o", "--time-limit", "20", "-q")
     lines = result.stdout.splitlines()
     note = [ln for ln in lines if ln.startswith("NOTE: the time limit (20 s) cut short: ")]
@@ -67,7 +56,7 @@ def test_an_impossible_time_limit_is_one_line_error(law_csv, tmp_path, value):
     assert result.exit_code == 2 and "--time-limit" in result.output and "Traceback" not in result.output
 
 
-def test_the_estimator_warns_when_its_time_limit_binds_and_records_it(monkeypatch):
+def test_the_estimator_warns_when_its_time_limit_binds_and_records_it(monkeypatch, step_clock):
     rng = np.random.default_rng(0)
     X = pd.DataFrame({"x1": rng.uniform(-1.5, 1.5, 500), "x2": rng.uniform(-1.5, 1.5, 500)})
     y = np.sin(X["x1"]) + X["x2"] ** 2
@@ -75,7 +64,7 @@ def test_the_estimator_warns_when_its_time_limit_binds_and_records_it(monkeypatc
         warnings.simplefilter("error")  # not binding: no warning at all
         calm = KANRegressor(time_limit=300).fit(X, y)
     assert "time_limit" not in calm.to_record()
-    monkeypatch.setattr("kansym.discover.run.Deadline", lambda seconds: Deadline(seconds, clock=StepClock(2)))
+    monkeypatch.setattr("kansym.discover.run.Deadline", lambda seconds: Deadline(seconds, clock=step_clock(2)))
     with pytest.warns(UserWarning, match=r"the time limit \(7 s\) cut short: direct search"):
         hurried = KANRegressor(time_limit=7).fit(X, y)
     assert hurried.to_record()["time_limit"]["cut_short"] == list(hurried.discovery_.cut_short)

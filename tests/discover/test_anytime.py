@@ -15,18 +15,6 @@ from kansym.discover.dimensional import discover_with_units
 from kansym.discover.record import dumps
 
 
-class StepClock:
-    """A fake clock at 0 until its ``expire_at``-th read, then far past any limit (the
-    deadline's own start is read 1)."""
-
-    def __init__(self, expire_at: int):
-        self.expire_at, self.reads = expire_at, 0
-
-    def __call__(self):
-        self.reads += 1
-        return 0.0 if self.reads < self.expire_at else 1e9
-
-
 def _additive_law(n=500):
     rng = np.random.default_rng(0)
     x = rng.uniform(-1.5, 1.5, (n, 2))
@@ -55,9 +43,9 @@ def test_a_limit_that_does_not_bind_gives_the_same_record_bytes():
     assert free.time_limit is None and default.time_limit == 300.0
 
 
-def test_up_from_the_start_the_answer_is_the_best_verified_formula_so_far():
+def test_up_from_the_start_the_answer_is_the_best_verified_formula_so_far(step_clock):
     x, y, names = _additive_law()
-    result = discover(x, y, names, ["y"], progress=False, deadline=Deadline(10, clock=StepClock(2)))
+    result = discover(x, y, names, ["y"], progress=False, deadline=Deadline(10, clock=step_clock(2)))
     f = result.formulas[0]
     assert f.expr != 0 and f.warning is None and f.r2_test > 0.9999
     assert sympy.simplify(f.expr - (sympy.sin(f.symbols[0]) + f.symbols[1] ** 2)) == 0  # the direct search's
@@ -72,10 +60,10 @@ def test_up_from_the_start_the_answer_is_the_best_verified_formula_so_far():
     assert line.endswith("; the formula may differ from that of an unhurried run")
 
 
-def test_a_hidden_layer_run_cut_at_once_still_answers_with_a_closed_form():
+def test_a_hidden_layer_run_cut_at_once_still_answers_with_a_closed_form(step_clock):
     x, y, names = _product_law()
     result = discover(x, y, names, ["y"], DiscoverConfig(shortcut=False), progress=False,
-                      deadline=Deadline(10, clock=StepClock(2)))
+                      deadline=Deadline(10, clock=step_clock(2)))
     f = result.formulas[0]
     n = len(result.symbolic.edges)
     assert result.cut_short == ("training: 1 of 20 steps", "fine-tuning: skipped",
@@ -85,9 +73,9 @@ def test_a_hidden_layer_run_cut_at_once_still_answers_with_a_closed_form():
     assert len(result.trained.meta["history"]["step"]) == 1
 
 
-def test_the_hidden_layer_run_after_the_additive_shortcut_is_skipped_once_the_time_is_up(monkeypatch):
+def test_the_hidden_layer_run_after_the_additive_shortcut_is_skipped_once_the_time_is_up(monkeypatch, step_clock):
     x, y, names = _additive_law()
-    clock = StepClock(10**9)
+    clock = step_clock(10**9)
     real = run_module._run_once
 
     def shortcut_then_late(*args, **kwargs):
@@ -105,13 +93,13 @@ def test_the_hidden_layer_run_after_the_additive_shortcut_is_skipped_once_the_ti
     assert result.cut_short == ("the hidden-layer KAN after the additive shortcut: skipped",)
 
 
-def test_units_discovery_runs_under_the_same_deadline():
+def test_units_discovery_runs_under_the_same_deadline(step_clock):
     rng = np.random.default_rng(0)
     x = np.column_stack([rng.uniform(1, 5, 500), rng.uniform(1, 2, 500), rng.uniform(3, 10, 500)])
     y = x[:, 0] * x[:, 2] ** 2 / np.sqrt(1 - (x[:, 1] / x[:, 2]) ** 2)
     units = {"m": "kg", "v": "m/s", "c": "m/s", "E": "kg*m^2/s^2"}
     result = discover_with_units(x, y, ["m", "v", "c"], "E", units, progress=False,
-                                 deadline=Deadline(10, clock=StepClock(2)))
+                                 deadline=Deadline(10, clock=step_clock(2)))
     assert result.time_limit == 10.0 and result.cut_short and result.cut_short[0].startswith("direct search")
     assert result.formulas[0].expr != 0 and result.formulas[0].warning is None
 

@@ -5,6 +5,7 @@ expired makes the stage stop at its next check, return what it has, and record t
 """
 
 import numpy as np
+import pytest
 import sympy
 import torch
 
@@ -18,20 +19,10 @@ from kansym.symbolic.occam import simplify_edges
 from kansym.symbolic.refine import refine
 
 
-class StepClock:
-    """A fake clock at 0 until its ``expire_at``-th read, then far past any limit (the
-    deadline's own start is read 1)."""
-
-    def __init__(self, expire_at: int):
-        self.expire_at, self.reads = expire_at, 0
-
-    def __call__(self):
-        self.reads += 1
-        return 0.0 if self.reads < self.expire_at else 1e9
-
-
-def expiring(at: int) -> Deadline:
-    return Deadline(10, clock=StepClock(at))
+@pytest.fixture
+def expiring(step_clock):
+    """A deadline of 10 s whose clock passes it at its ``at``-th read."""
+    return lambda at: Deadline(10, clock=step_clock(at))
 
 
 def never() -> Deadline:
@@ -53,7 +44,7 @@ def _two_edge_model():
     return model, x, transform
 
 
-def test_per_edge_fits_after_the_deadline_are_quick_and_said_so():
+def test_per_edge_fits_after_the_deadline_are_quick_and_said_so(expiring):
     model, x, transform = _two_edge_model()
     plain, plain_cands = symbolify(model, x, transform, ["x1", "x2"], ["y"])
     timed, timed_cands = symbolify(model, x, transform, ["x1", "x2"], ["y"], deadline=never())
@@ -72,7 +63,7 @@ def test_per_edge_fits_after_the_deadline_are_quick_and_said_so():
     assert d.cuts == ("per-edge fits: 1 of 2 edges fitted quickly (on at most 500 samples)",)
 
 
-def test_quick_per_edge_fits_use_evenly_spaced_samples(monkeypatch):
+def test_quick_per_edge_fits_use_evenly_spaced_samples(monkeypatch, expiring):
     import kansym.symbolic.compose as compose
 
     model, x, transform = _two_edge_model()
@@ -104,7 +95,7 @@ def _summary(tried):
     return [(str(c.expr), c.error, c.bic, c.accepted) for c in tried]
 
 
-def test_the_occam_step_starts_no_trial_after_the_deadline():
+def test_the_occam_step_starts_no_trial_after_the_deadline(expiring):
     sym, candidates, symbols, x, y = _wiggly_linear_law()
     plain_sym, plain = simplify_edges(sym, candidates, symbols, x, y, max_trials=3)
     timed_sym, timed = simplify_edges(sym, candidates, symbols, x, y, max_trials=3, deadline=never())
@@ -118,7 +109,7 @@ def test_the_occam_step_starts_no_trial_after_the_deadline():
     assert d.cuts == ("Occam step: stopped after 1 trials",)
 
 
-def test_refinement_stops_snapping_at_the_deadline():
+def test_refinement_stops_snapping_at_the_deadline(expiring):
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (300, 1))
     y = 2 * x[:, 0] + 0.5 + rng.normal(0, 1e-4, 300)
@@ -133,7 +124,7 @@ def test_refinement_stops_snapping_at_the_deadline():
     assert d.cuts == ("refinement: snapping stopped after 0 of 2 constants",)
 
 
-def test_the_direct_search_stops_between_families_and_keeps_what_it_found():
+def test_the_direct_search_stops_between_families_and_keeps_what_it_found(expiring):
     rng = np.random.default_rng(0)
     x = rng.uniform(0.5, 3.0, (800, 1))
     y = x[:, 0] ** 2 + 1.0

@@ -10,17 +10,6 @@ from kansym.train.fit import TrainConfig, fit
 from kansym.train.state import FitInterrupted
 
 
-class StepClock:
-    """A fake clock at 0 until its ``expire_at``-th read, then far past any limit."""
-
-    def __init__(self, expire_at: int):
-        self.expire_at, self.reads = expire_at, 0
-
-    def __call__(self):
-        self.reads += 1
-        return 0.0 if self.reads < self.expire_at else 1e9
-
-
 def _sine(n=200, seed=0):
     gen = torch.Generator().manual_seed(seed)
     x = torch.rand(n, 1, generator=gen) * 2 - 1
@@ -42,25 +31,25 @@ def test_a_deadline_that_does_not_expire_changes_nothing():
     assert _same(plain, timed) and plain.history == timed.history and not timed.cut_short
 
 
-def test_the_loop_stops_at_a_step_boundary_with_the_model_so_far():
+def test_the_loop_stops_at_a_step_boundary_with_the_model_so_far(step_clock):
     x, y = _sine()
     # reads: 1 at the deadline's start, then one before each step from the second on
-    cut = fit(MODEL, x, y, CFG, progress=False, deadline=Deadline(10, clock=StepClock(expire_at=4)))
+    cut = fit(MODEL, x, y, CFG, progress=False, deadline=Deadline(10, clock=step_clock(expire_at=4)))
     assert cut.cut_short and not cut.stopped_early and len(cut.history.step) == 3 and cut.best_step == 2
     three = fit(MODEL, x, y, CFG.replace(steps=3), progress=False)
     assert _same(cut, three)  # the same three steps as a run of three steps
 
 
-def test_at_least_one_step_even_when_the_time_is_already_up():
+def test_at_least_one_step_even_when_the_time_is_already_up(step_clock):
     x, y = _sine()
-    late = fit(MODEL, x, y, CFG, progress=False, deadline=Deadline(10, clock=StepClock(expire_at=2)))
+    late = fit(MODEL, x, y, CFG, progress=False, deadline=Deadline(10, clock=step_clock(expire_at=2)))
     assert late.cut_short and len(late.history.step) == 1
 
 
-def test_with_early_stopping_the_best_state_so_far_is_returned():
+def test_with_early_stopping_the_best_state_so_far_is_returned(step_clock):
     x, y = _sine()
     cfg = CFG.replace(patience=50)
-    cut = fit(MODEL, x, y, cfg, progress=False, deadline=Deadline(10, clock=StepClock(expire_at=4)))
+    cut = fit(MODEL, x, y, cfg, progress=False, deadline=Deadline(10, clock=step_clock(expire_at=4)))
     assert cut.cut_short and len(cut.history.step) == 3
     best = min(range(3), key=lambda i: cut.history.val_loss[i] + cfg.lamb * cut.history.reg[i])
     assert cut.best_step == best
