@@ -7,22 +7,26 @@ every arm):
 - ``frobenius`` — the seed's penalty, ``lambda * mean_l mean_{i<j} ||W_i W_j^T||_F^2 / (||W_i||^2 ||W_j||^2)``;
 - ``principal`` — the basis-invariant penalty, mean cos² of the principal angles between
   the heads' row spaces;
-- ``wo-decay``  — a control: a plain L2 penalty ``mu * mean_l ||W_O||_F^2`` of the same
-  initial size as the principal penalty (any regularisation of W_O, not orthogonality).
+- ``wo-decay``  — a control: a plain L2 penalty ``mu * mean_l ||W_O||_F^2`` (any
+  regularisation of W_O, not orthogonality); ``mu = 0.01``, which cost about as much
+  loss as the principal penalty in the 400-iteration run (``mu = 0.3``, the principal
+  penalty's initial size, cost 9x more).
 
 The model is the KAN-GPT benchmark's CPU recipe (block 64, batch 12, 4 layers, 4 heads,
-n_embd 128, lr 1e-3 with cosine decay to 1e-4, dropout 0, 20 eval batches) with the
-hybrid FFN ``mlp,kan,kan,mlp`` and 400 iterations (eval every 100) instead of the
-recipe's 2000, so that the 12 runs (2 at a time, one thread each) fit in an hour on a
-shared 2-core machine where a hybrid step took 340 ms idle and about 1 s under the other
-users' load (``--max-iters``, ``--ffn`` change this).
+n_embd 128, 2000 iterations, lr 1e-3 with cosine decay to 1e-4, dropout 0, 20 eval
+batches, eval every 250) with the hybrid FFN ``mlp,kan,kan,mlp`` (``--max-iters``,
+``--ffn`` change this). A hybrid step takes about 85 ms on one idle thread.
 
 Reported per run: final val loss, both overlap measures per layer (mean over head
 pairs) at the first and last evaluation, the largest principal cosine, the
-attention-pattern similarity (1 - Jensen–Shannon / ln 2) and the ablation importance of
-every head (val-loss increase when its output is zeroed) on held-out batches. Per arm:
-val loss mean and std, and the paired difference to the baseline (same seed) with a 95 %
-Student-t interval (scipy.stats).
+attention-pattern similarity (1 - Jensen–Shannon / ln 2), and the held-out loss with
+every head and every pair of heads of a layer removed, by zero and by mean ablation
+(:mod:`kansym.gpt.ablation`): the heads in use by one-head ablation (``d_i > tau``) and
+by pairwise ablation (``max(d_i, d_ij - d_j) > tau``, which sees heads that back each
+other up), and the redundant pairs (``d_ij - d_i - d_j > tau``). Per arm: val loss mean
+and std, and the paired differences to the baseline (same seed) with 95 % Student-t
+intervals (scipy.stats), for the loss and for the heads in use (the seed's "effective
+capacity").
 
 Usage::
 
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -77,9 +82,10 @@ def run_one(arm: str, seed: int, args: argparse.Namespace) -> dict:
     """Train one arm with one seed in this process; measure its heads."""
     import torch
 
+    from kansym.gpt.ablation import marginal_cost, pair_importance, redundancy
     from kansym.gpt.checkpoint import load_gpt
     from kansym.gpt.data import get_batch, load_char_data
-    from kansym.gpt.heads import attention_similarity, head_importance, overlap_summary, pair_mean
+    from kansym.gpt.heads import attention_similarity, overlap_summary, pair_mean
     from kansym.gpt.train import train
 
     torch.set_num_threads(args.threads)
@@ -93,7 +99,12 @@ def run_one(arm: str, seed: int, args: argparse.Namespace) -> dict:
     data = load_char_data(args.text, val_fraction=config.val_fraction, vocab=loaded.vocab)
     gen = torch.Generator().manual_seed(12345)  # the same held-out batches for every run
     batches = [get_batch(data.val, 12, 64, gen) for _ in range(args.importance_batches)]
-    base_loss, importance = head_importance(model, batches)
+    ablation = {}
+    for mode in ("zero", "mean"):
+        base_loss, single, pair = pair_importance(model, batches, mode=mode)
+        ablation[mode] = {"single": single.tolist(), "pair": pair.tolist(),
+                          "redundancy": redundancy(single, pair).nan_to_num(0.0).tolist(),
+                          "marginal": marginal_cost(single, pair).tolist()}
     idx = torch.cat([x for x, _ in batches])  # (n * B, T)
     js = [pair_mean(attention_similarity(model, idx, layer)).item() for layer in range(model.config.n_layer)]
     first, last = result.history[0], result.history[-1]
@@ -106,7 +117,7 @@ def run_one(arm: str, seed: int, args: argparse.Namespace) -> dict:
         "overlap": overlap_summary(model),
         "ortho_penalty": last["ortho_penalty"], "wo_sq_norm": last["wo_sq_norm"],
         "curve": [[r["iter"], r["val_loss"], r["overlap"]["frobenius"], r["overlap"]["principal"]] for r in result.history],
-        "js_similarity": js, "heldout_loss": base_loss, "importance": importance.tolist(),
+        "js_similarity": js, "heldout_loss": base_loss, "importance": ablation["zero"]["single"], "ablation": ablation,
     }
 
 
@@ -155,7 +166,7 @@ def paired_interval(diffs: list[float], level: float = 0.95) -> tuple[float, flo
 
 
 def verdict(lo: float, hi: float) -> str:
-    if lo != lo:
+    if math.isnan(lo):
         return "too few seeds"
     if hi < 0:
         return "lower (helps)"
@@ -164,37 +175,67 @@ def verdict(lo: float, hi: float) -> str:
     return "nothing measurable"
 
 
-def table(rows: list[dict]) -> str:
-    arms = [a for a in ARMS if any(r["arm"] == a for r in rows)]
+def _paired(rows: list[dict], arm: str, value) -> tuple[str, float, float]:
+    """``mean [95 % CI]`` of ``value(run) - value(baseline run of the same seed)``, with the bounds."""
+    nan = float("nan")
     by = {(r["arm"], r["seed"]): r for r in rows}
-    base_seeds = {r["seed"] for r in rows if r["arm"] == "baseline"}
-    mean = lambda xs: statistics.fmean(xs)  # noqa: E731
+    diffs = [value(r) - value(by[("baseline", r["seed"])]) for r in rows if r["arm"] == arm and ("baseline", r["seed"]) in by]
+    if arm == "baseline":
+        return "—", nan, nan
+    if not diffs:
+        return "no paired baseline", nan, nan
+    m, lo, hi = paired_interval(diffs)
+    return (f"{m:+.4f} (1 seed)" if math.isnan(lo) else f"{m:+.4f} [{lo:+.4f}, {hi:+.4f}]"), lo, hi
+
+
+def _count(run: dict, mode: str, key: str, tau: float) -> int:
+    """Heads (``single``, ``marginal``: of n_layer * H) or head pairs ``i < j`` (``redundancy``) above ``tau``."""
+    layers = run["ablation"][mode][key]
+    if key == "redundancy":
+        return sum(row[j] > tau for layer in layers for i, row in enumerate(layer) for j in range(i + 1, len(row)))
+    return sum(v > tau for layer in layers for v in layer)
+
+
+def table(rows: list[dict], tau: float = 0.01) -> str:
+    """Two markdown tables: loss and overlap per arm; heads in use by one-head and pairwise ablation."""
+    arms = [a for a in ARMS if any(r["arm"] == a for r in rows)]
+    mean = lambda xs: statistics.fmean(xs)
     lines = [
-        "| arm | seeds | val loss (mean ± std) | Δ vs baseline [95 % CI] | verdict | Frobenius first → last | principal mean cos² first → last | max cos | JS similarity | importance mean / max | heads < 0.01 |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| arm | seeds | val loss (mean ± std) | Δ vs baseline [95 % CI] | verdict | Frobenius first → last | principal mean cos² first → last | max cos | JS similarity |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for arm in arms:
         rs = [r for r in rows if r["arm"] == arm]
         vals = [r["val_loss"] for r in rs]
         std = statistics.stdev(vals) if len(vals) > 1 else float("nan")
-        if arm == "baseline":
-            delta, verd = "—", "—"
-        else:
-            diffs = [r["val_loss"] - by[("baseline", r["seed"])]["val_loss"] for r in rs if r["seed"] in base_seeds]
-            if diffs:
-                m, lo, hi = paired_interval(diffs)
-                delta, verd = f"{m:+.4f} [{lo:+.4f}, {hi:+.4f}]", verdict(lo, hi)
-            else:
-                delta, verd = "no paired baseline", "—"
-        imp = [v for r in rs for layer in r["importance"] for v in layer]
+        delta, lo, hi = _paired(rows, arm, lambda r: r["val_loss"])
+        verd = "—" if arm == "baseline" else verdict(lo, hi)
         lines.append(
             f"| {arm} | {len(rs)} | {mean(vals):.4f} ± {std:.4f} | {delta} | {verd} "
             f"| {mean([mean(r['overlap_first']['frobenius']) for r in rs]):.4f} → {mean([mean(r['overlap']['frobenius']) for r in rs]):.4f} "
             f"| {mean([mean(r['overlap_first']['principal']) for r in rs]):.3f} → {mean([mean(r['overlap']['principal']) for r in rs]):.3f} "
             f"| {mean([mean(r['overlap']['principal_max']) for r in rs]):.3f} "
-            f"| {mean([mean(r['js_similarity']) for r in rs]):.3f} "
-            f"| {mean(imp):.4f} / {max(imp):.4f} | {sum(v < 0.01 for v in imp) / len(rs):.1f} of 16 |"
+            f"| {mean([mean(r['js_similarity']) for r in rs]):.3f} |"
         )
+    if not all("ablation" in r for r in rows):
+        return "\n".join(lines)
+    n_heads = sum(len(layer) for layer in rows[0]["ablation"]["zero"]["single"])
+    lines += [
+        "",
+        f"Heads in use (of {n_heads}): removal costs more than {tau} nats/char, alone (one-head ablation) or once one "
+        "other head of its layer is gone (pairwise: max(d_i, d_ij - d_j)); redundant pairs: d_ij - d_i - d_j > "
+        f"{tau}. Zero / mean ablation. Δ: paired difference to the baseline (same seed), 95 % CI.",
+        "",
+        "| arm | one-head, zero / mean | pairwise, zero / mean | redundant pairs, zero / mean | Δ heads in use (pairwise, mean) vs baseline [95 % CI] |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for arm in arms:
+        rs = [r for r in rows if r["arm"] == arm]
+        def cell(key: str, rs=rs) -> str:
+            return " / ".join(f"{mean([_count(r, m, key, tau) for r in rs]):.1f}" for m in ("zero", "mean"))
+
+        delta, _, _ = _paired(rows, arm, lambda r: _count(r, "mean", "marginal", tau))
+        lines.append(f"| {arm} | {cell('single')} | {cell('marginal')} | {cell('redundancy')} | {delta} |")
     return "\n".join(lines)
 
 
@@ -206,13 +247,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--ffn", default="mlp,kan,kan,mlp", help="FFN per layer (the KAN-GPT benchmark's hybrid).")
     p.add_argument("--basis", default="bspline")
-    p.add_argument("--max-iters", type=int, default=400)
-    p.add_argument("--eval-interval", type=int, default=100)
+    p.add_argument("--max-iters", type=int, default=2000)
+    p.add_argument("--eval-interval", type=int, default=250)
     p.add_argument("--eval-iters", type=int, default=20)
     p.add_argument("--frob-lambda", type=float, default=10.0, help="Weight of the seed's (Frobenius) penalty.")
     p.add_argument("--principal-lambda", type=float, default=1.0, help="Weight of the principal-angle penalty.")
-    p.add_argument("--wo-decay", type=float, default=0.3, help="Weight of the L2 control on W_O.")
+    p.add_argument("--wo-decay", type=float, default=0.01, help="Weight of the L2 control on W_O (0.01: as costly as the principal penalty at 400 iterations).")
     p.add_argument("--importance-batches", type=int, default=8, help="Held-out batches (12 x 64 chars) for ablation and JS.")
+    p.add_argument("--used-threshold", type=float, default=0.01, help="Loss increase (nats/char) above which a head is in use.")
     p.add_argument("--device", default="cpu", help="Torch device of the runs (bf16 autocast on CUDA).")
     p.add_argument("--jobs", type=int, default=2, help="Runs in parallel processes.")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run.")
@@ -261,7 +303,7 @@ def main(argv: list[str] | None = None) -> None:
                 f.write(json.dumps(row) + "\n")
             print(json.dumps({k: row[k] for k in ("arm", "seed", "val_loss", "train_s", "step_ms")}), f"{time.perf_counter() - t0:.0f} s", flush=True)
     rows = [r for r in rows if r["arm"] in arms and r["seed"] in seeds]
-    md = table(rows) + f"\n\nSettings: {json.dumps(settings)}; jobs {args.jobs}, threads {args.threads}; wall {time.perf_counter() - t0:.0f} s.\n"
+    md = table(rows, args.used_threshold) + f"\n\nSettings: {json.dumps(settings)}; jobs {args.jobs}, threads {args.threads}; wall {time.perf_counter() - t0:.0f} s.\n"
     (out / "table.md").write_text(md)
     print(md)
 

@@ -14,10 +14,10 @@ from typing import Sequence
 import torch
 
 from kansym.errors import ConfigError
+from kansym.gpt.ablation import head_importance
 from kansym.gpt.head_order import cluster_order
 from kansym.gpt.heads import (
-    attention_similarity, frobenius_overlap, head_importance, head_output_projections,
-    pair_mean, principal_overlap,
+    attention_similarity, frobenius_overlap, head_output_projections, pair_mean, principal_overlap,
 )
 from kansym.gpt.model import KANGPT
 

@@ -20,7 +20,7 @@ attention output is ``sum_h y_h W_O^(h)``. Two overlap measures between heads ``
 
 Overlapping ``W_O`` is not the only redundancy: :func:`attention_similarity` compares
 what heads attend to (Jensen–Shannon divergence, Lin 1991, IEEE Trans. Inf. Theory
-37(1)), and :func:`head_importance` measures the loss increase when a head is zeroed
+37(1)), and :mod:`kansym.gpt.ablation` measures the loss increase when heads are removed
 (Michel et al. 2019, "Are Sixteen Heads Really Better than One?", arXiv:1905.10650;
 Voita et al. 2019, arXiv:1905.09418).
 """
@@ -28,8 +28,6 @@ Voita et al. 2019, arXiv:1905.09418).
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
-
 import torch
 
 from kansym.errors import ConfigError
@@ -38,7 +36,7 @@ from kansym.gpt.model import KANGPT
 __all__ = [
     "OVERLAP_KINDS", "frobenius_overlap", "principal_cosines", "principal_overlap", "pair_mean",
     "head_output_projections", "change_head_basis", "attention_maps", "attention_similarity",
-    "head_importance", "ortho_penalty", "wo_sq_norm", "overlap", "overlap_summary",
+    "ortho_penalty", "wo_sq_norm", "overlap", "overlap_summary",
 ]
 
 OVERLAP_KINDS = ("frobenius", "principal")
@@ -334,51 +332,3 @@ def attention_similarity(model: KANGPT, idx: torch.Tensor, layer: int) -> torch.
     M = 0.5 * (Pi + Pj)  # (B, H, H, T-1, T)
     js = 0.5 * (torch.xlogy(Pi, Pi) - torch.xlogy(Pi, M) + torch.xlogy(Pj, Pj) - torch.xlogy(Pj, M)).sum(-1)
     return 1.0 - js.mean(dim=(0, 3)).clamp_min(0) / math.log(2.0)  # (H, H)
-
-
-@torch.no_grad()
-def head_importance(
-    model: KANGPT, batches: Sequence[tuple[torch.Tensor, torch.Tensor]], layers: Iterable[int] | None = None
-) -> tuple[float, torch.Tensor]:
-    """Loss increase when one head's output is zeroed (Michel et al. 2019), per head.
-
-    The head is masked by a forward hook on ``attn.head_out``; no weight is edited.
-
-    Parameters
-    ----------
-    model : KANGPT
-    batches : sequence of (x, y) LongTensor (B, T) pairs
-        Held-out text (e.g. validation batches).
-    layers : iterable of int, optional
-        Default: all.
-
-    Returns
-    -------
-    base_loss : float
-        Mean cross-entropy (nats/char) of the intact model on ``batches``.
-    importance : Tensor (n_layer, H)
-        ``loss(head zeroed) - base_loss``; NaN for layers not asked for. Stored head order.
-    """
-    was = model.training
-    model.eval()
-
-    def mean_loss() -> float:
-        return sum(model(x, y)[1].item() for x, y in batches) / len(batches)
-
-    base = mean_loss()
-    H = model.config.n_head
-    out = torch.full((model.config.n_layer, H), float("nan"))
-    for layer in (range(model.config.n_layer) if layers is None else [_layer(model, l) for l in layers]):
-        for head in range(H):
-            def zero(mod, args, output, head=head):
-                output = output.clone()
-                output[:, head] = 0.0
-                return output
-
-            handle = model.blocks[layer].attn.head_out.register_forward_hook(zero)
-            try:
-                out[layer, head] = mean_loss() - base
-            finally:
-                handle.remove()
-    model.train(was)
-    return base, out

@@ -9,13 +9,14 @@ from click.testing import CliRunner
 
 from kansym.cli.main import cli
 from kansym.errors import ConfigError
+from kansym.gpt.ablation import head_importance
 from kansym.gpt.checkpoint import load_gpt, save_gpt
 from kansym.gpt.data import CharVocab
 from kansym.gpt.head_order import cluster_order, head_orders, reorder_heads, restore_head_order
 from kansym.gpt.head_report import analyse_heads, reorder_by
 from kansym.gpt.heads import (
-    attention_maps, attention_similarity, change_head_basis, frobenius_overlap, head_importance,
-    head_output_projections, ortho_penalty, pair_mean, principal_cosines, principal_overlap,
+    attention_maps, attention_similarity, change_head_basis, frobenius_overlap, head_output_projections,
+    ortho_penalty, pair_mean, principal_cosines, principal_overlap,
 )
 from kansym.gpt.model import KANGPT
 from kansym.gpt.train import train
