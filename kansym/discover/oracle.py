@@ -80,7 +80,9 @@ def structure_stage(rows, input_names: Sequence[str], output_names: Sequence[str
         return [], r2
     candidates, split = structure_candidates(lambda z: oracle.predict(z)[:, 0], eps, rows.x, rows.y[:, 0],
                                              input_symbols(input_names), complexity_weight=config.complexity_weight,
-                                             seed=config.seed)
+                                             seed=config.seed, deadline=deadline)
+    if time_is_up(deadline):
+        deadline.cut("structure search: stopped at its share of the time limit")
     record = None if split is None else split.to_dict()
     return [replace(c, structure=record) for c in candidates], r2
 

@@ -22,8 +22,9 @@ Brent's method), which finds products inside sums (``a + b c d`` on the sub-prob
 ``b, c, d``).
 
 Each group becomes a sub-problem on the oracle with the other inputs fixed at a central
-row of the data, split again (recursively), and a group of one or two inputs that does not
-split is solved by the direct search (:func:`kansym.symbolic.direct.direct_search`). The
+row of the data, split again (recursively); a group of three or more that does not split is
+reduced by a two-input symmetry when it has one (:mod:`kansym.discover.symmetry`), and a
+group of one or two inputs that does not split is solved by the direct search (:func:`kansym.symbolic.direct.direct_search`). The
 pieces recombine exactly (sums: ``sum_k h_k - (K - 1) f(b)``; products:
 ``c + prod_k h_k / (f(b) - c)**(K - 1)``, ``b`` the central row) and the whole formula's
 constants are refined on the data (:func:`kansym.symbolic.refine.refine`). The result is
@@ -34,21 +35,23 @@ one candidate beside the KAN's formula and the direct search's; the verification
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import networkx as nx
 import numpy as np
 import sympy
 from scipy.optimize import minimize_scalar
 
+from kansym.deadline import Deadline, time_is_up
+from kansym.discover.symmetry import find_symmetry, reduced_problem
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.direct import DirectCandidate, direct_search, selection_score
 from kansym.symbolic.pareto import expression_complexity
 from kansym.symbolic.refine import exact_as_floats, refine, refit_constants
 from kansym.symbolic.verify import nrmse
 
-__all__ = ["Split", "interaction_graph", "decompose", "structure_candidates", "NOISE_FACTOR"]
+__all__ = ["NOISE_FACTOR", "Split", "decompose", "interaction_graph", "structure_candidates"]
 
 log = logging.getLogger("kansym")
 
@@ -69,23 +72,29 @@ class Split:
 
     Attributes
     ----------
-    kind : {"sum", "product", "leaf"}
+    kind : {"sum", "product", "symmetry", "leaf"}
     variables : tuple of str
         The inputs of this node.
     offset : float
         ``c`` of a product node, ``f = c + prod_k g_k`` (0 for the others).
     children : tuple of Split
+    relation : str
+        Of a symmetry node: the new variable of its one child, ``"w = a - b"``
+        (:mod:`kansym.discover.symmetry`).
     """
 
     kind: str
     variables: tuple[str, ...]
     offset: float = 0.0
-    children: tuple["Split", ...] = ()
+    children: tuple[Split, ...] = ()
+    relation: str = ""
 
     def describe(self) -> str:
         """``"a + (b * c)"``-style text of the decomposition (leaves as ``f(a, b)``)."""
         if self.kind == "leaf":
             return f"f({', '.join(self.variables)})"
+        if self.kind == "symmetry":
+            return f"{self.children[0].describe()} with {self.relation}"
         parts = [c.describe() if c.kind == "leaf" else f"({c.describe()})" for c in self.children]
         text = (" + " if self.kind == "sum" else " * ").join(parts)
         return f"{self.offset:.6g} + {text}" if self.kind == "product" and self.offset else text
@@ -94,6 +103,8 @@ class Split:
         out: dict = {"kind": self.kind, "variables": list(self.variables)}
         if self.kind == "product" and self.offset:
             out["offset"] = self.offset
+        if self.relation:
+            out["relation"] = self.relation
         if self.children:
             out["children"] = [c.to_dict() for c in self.children]
         return out
@@ -227,7 +238,7 @@ def _restrict(f: Oracle, base: np.ndarray, group: Sequence[int]) -> Oracle:
 
 
 def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: float, *,
-              complexity_weight: float = 0.05, seed: int = 0,
+              complexity_weight: float = 0.05, seed: int = 0, deadline: Deadline | None = None,
               _depth: int = 0) -> tuple[list[sympy.Expr], Split] | None:
     """Split ``f`` recursively and solve its pieces; the formulas (constants as the oracle
     gives them, not refined: the best first, then up to ``MAX_ALTERNATIVES - 1`` with one
@@ -244,7 +255,11 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
         One per column of ``z``.
     eps : float
         The oracle's RMS error (units of ``f``).
+    deadline : kansym.deadline.Deadline, optional
+        Once it has expired no piece starts and the decomposition gives None.
     """
+    if time_is_up(deadline):
+        return None
     d = z.shape[1]
     names = tuple(s.name for s in symbols)
     if d >= 2 and _depth < MAX_DEPTH:
@@ -256,15 +271,18 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
             groups = [[*range(d)]] if graph is None else sorted(sorted(c) for c in nx.connected_components(graph))
             kind = "product"
         if len(groups) > 1:
-            return _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, _depth)
+            return _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, _depth, deadline)
     if d > 2:
-        log.debug("structure: %s do not separate", ", ".join(names))
-        return None
+        reduced = _by_symmetry(f, z, symbols, eps, complexity_weight, seed, _depth, deadline) \
+            if _depth < MAX_DEPTH else None
+        if reduced is None:
+            log.debug("structure: %s do not separate", ", ".join(names))
+        return reduced
     rows = z[np.linspace(0, len(z) - 1, min(len(z), LEAF_ROWS)).astype(int)]
     h = f(rows)
     # the oracle's values carry its error: below it every candidate is as good (simplest wins)
     floor = eps / max(float(np.std(h)), 1e-300)
-    found = direct_search(rows, h, list(symbols), complexity_weight=complexity_weight, noise=floor)
+    found = direct_search(rows, h, list(symbols), complexity_weight=complexity_weight, noise=floor, deadline=deadline)
     if not found:
         return None
     ranked = sorted(found, key=lambda c: (selection_score(max(c.error, floor), c.complexity, complexity_weight),
@@ -273,7 +291,23 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
     return exprs, Split("leaf", names)
 
 
-def _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, depth):
+def _by_symmetry(f, z, symbols, eps, complexity_weight, seed, depth, deadline):
+    """Two inputs through one combination (:mod:`kansym.discover.symmetry`): one input fewer."""
+    sym = find_symmetry(f, z, eps, seed=seed)
+    if sym is None:
+        return None
+    g, z_red, s_red, w, w_expr = reduced_problem(f, z, symbols, sym)
+    solved = decompose(g, z_red, s_red, eps, complexity_weight=complexity_weight, seed=seed, deadline=deadline,
+                       _depth=depth + 1)
+    if solved is None:
+        return None
+    names = tuple(s.name for s in symbols)
+    relation = f"{w.name} = {w_expr}"
+    log.debug("structure: %s depend on %s", ", ".join(names), relation)
+    return [e.subs(w, w_expr) for e in solved[0]], Split("symmetry", names, children=(solved[1],), relation=relation)
+
+
+def _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, depth, deadline):
     """Solve each group with the other inputs at the central row and recombine exactly."""
     central = _central_rows(z)
     base = z[central[0]].copy()
@@ -286,7 +320,7 @@ def _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, 
         if kind == "product":
             sub = (lambda h: (lambda zg: h(zg) - offset))(sub)
         solved = decompose(sub, z[:, group], [symbols[i] for i in group], eps,
-                           complexity_weight=complexity_weight, seed=seed, _depth=depth + 1)
+                           complexity_weight=complexity_weight, seed=seed, deadline=deadline, _depth=depth + 1)
         if solved is None:
             return None
         parts.append(solved[0])
@@ -305,7 +339,7 @@ def _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, 
 
 def structure_candidates(oracle: Oracle, eps: float, x: np.ndarray, y: np.ndarray,
                          symbols: Sequence[sympy.Symbol], *, complexity_weight: float = 0.05,
-                         seed: int = 0) -> tuple[list[DirectCandidate], Split | None]:
+                         seed: int = 0, deadline: Deadline | None = None) -> tuple[list[DirectCandidate], Split | None]:
     """The formula of the decomposition of ``oracle``, refined on the data, as a candidate.
 
     Parameters
@@ -318,6 +352,9 @@ def structure_candidates(oracle: Oracle, eps: float, x: np.ndarray, y: np.ndarra
     y : ndarray (N,)
         The fitting rows: the constants are refined and the error measured on them.
     symbols : sequence of sympy.Symbol
+    deadline : kansym.deadline.Deadline, optional
+        The search's share of the time limit: no piece starts after it, and the
+        recombinations are refined only while it lasts (their refitted constants otherwise).
 
     Returns
     -------
@@ -325,7 +362,7 @@ def structure_candidates(oracle: Oracle, eps: float, x: np.ndarray, y: np.ndarra
         One candidate (error: normalised RMS on ``x, y``) with ``origin="structure"``, and
         the decomposition; an empty list and None when the law does not decompose.
     """
-    solved = decompose(oracle, x, symbols, eps, complexity_weight=complexity_weight, seed=seed)
+    solved = decompose(oracle, x, symbols, eps, complexity_weight=complexity_weight, seed=seed, deadline=deadline)
     if solved is None:
         return [], None
     raws, split = solved
@@ -338,7 +375,8 @@ def structure_candidates(oracle: Oracle, eps: float, x: np.ndarray, y: np.ndarra
     candidates = []
     for *_, expr in screened[:REFINED]:
         try:
-            expr = refine(expr, symbols, x[rows], y[rows])
+            if not time_is_up(deadline):
+                expr = refine(expr, symbols, x[rows], y[rows], deadline=deadline)
         except (ValueError, ArithmeticError) as exc:  # a refit that leaves the formula's domain
             log.debug("structure: refinement failed (%s); keeping the refitted constants", exc)
         error = _error(expr, symbols, x, y)

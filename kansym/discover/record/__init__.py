@@ -42,8 +42,8 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
                     ``origin`` (it did not pass the verification: a verified one is the formula)
 ``origin``,         what produced the formula (``kan``, ``direct search``, ``structure``, ``units``,
 ``reason``          ``pysr``) and why it was chosen
-``structure``       for ``structure``: the decomposition into sub-laws (``kind`` sum, product or
-                    leaf, ``variables``, ``offset``, ``children``), else null
+``structure``       for ``structure``: the decomposition into sub-laws (``kind`` sum, product,
+                    symmetry or leaf, ``variables``, ``offset``, ``relation``, ``children``), else null
 ``pareto``          the Pareto front: ``sympy``, ``complexity``, ``r2``, ``error``, ``chosen``,
                     ``dominated``
 ``space``           ``linear`` or ``log`` (the units the KAN learned in), or null
