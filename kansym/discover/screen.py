@@ -146,7 +146,7 @@ def check_keep_inputs(keep: Sequence[str], names: Sequence[str]) -> None:
 
 
 def screen_inputs(x: np.ndarray, y: np.ndarray, input_names: Sequence[str],
-                  config: DiscoverConfig) -> Screening | None:
+                  config: DiscoverConfig, stages: Any = None) -> Screening | None:
     """Test which inputs matter (module docstring); None when screening is off or cannot pay.
 
     Screening is off with ``config.screen`` False, with fewer than :data:`MIN_INPUTS` inputs,
@@ -162,6 +162,7 @@ def screen_inputs(x: np.ndarray, y: np.ndarray, input_names: Sequence[str],
     config : DiscoverConfig
         ``screen``, ``keep_inputs``, ``space``, ``hidden``, ``train``, ``holdout``, ``seed``,
         ``device`` and ``dtype`` are used.
+    stages : kansym.discover.progress.Stages, optional (told when the screening starts)
 
     Raises
     ------
@@ -174,6 +175,8 @@ def screen_inputs(x: np.ndarray, y: np.ndarray, input_names: Sequence[str],
     fit_idx, test_idx = split_holdout(x.shape[0], config.holdout, config.seed)
     if not config.screen or d < MIN_INPUTS or y.shape[1] != 1 or len(fit_idx) < MIN_ROWS:
         return None
+    if stages is not None:
+        stages.start("input screening", f"which of the {d} columns the law uses (held-out permutation tests)")
     perm = np.random.default_rng([config.seed, 19]).permutation(fit_idx)
     n_fit = min(FIT_ROWS, len(perm) // 2)
     tr, ev = np.sort(perm[:n_fit]), np.sort(perm[n_fit:n_fit + EVAL_ROWS])
@@ -284,18 +287,20 @@ def _kan_model(x: np.ndarray, y: np.ndarray, names: Sequence[str], config: Disco
 
 
 def screened_discover(run: Callable[[Sequence[int], Any], Any], x: np.ndarray, y: np.ndarray,
-                      input_names: Sequence[str], config: DiscoverConfig, resume: Any = None) -> Any:
+                      input_names: Sequence[str], config: DiscoverConfig, resume: Any = None,
+                      stages: Any = None) -> Any:
     """Screen the inputs, run the discovery on the kept ones, bring the others back if needed.
 
     Parameters
     ----------
     run : callable ``(columns, resume) -> Discovery``
         The discovery on ``x[:, columns]`` (CSV units), resuming ``resume`` unless None.
-    x, y : ndarray (N, d_in), (N, d_out), CSV units
-    input_names : sequence of str
-    config : DiscoverConfig
+    x, y, input_names, config
+        The table (CSV units), its column names and the run's DiscoverConfig.
     resume : ResumePoint, optional
         An interrupted run: it continues on the columns its checkpoint was trained on.
+    stages : kansym.discover.progress.Stages, optional
+        Told when the screening starts.
 
     Returns
     -------
@@ -305,7 +310,7 @@ def screened_discover(run: Callable[[Sequence[int], Any], Any], x: np.ndarray, y
         on the kept columns.
     """
     names = tuple(input_names)
-    plan = screen_inputs(x, y, names, config)
+    plan = screen_inputs(x, y, names, config, stages)
     everything = tuple(range(len(names)))
     if resume is not None:
         cols = tuple(names.index(n) for n in resume.bundle.input_names)

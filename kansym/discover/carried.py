@@ -1,0 +1,141 @@
+"""What an interrupted ``kansym fit`` carries into its resumed run besides the model it saved.
+
+A run interrupted in (or after) its main training has often finished costly work before
+it: the direct search, or the structure search with its oracle KAN
+(:mod:`kansym.discover.oracle`), and an additive shortcut KAN that was trained and
+symbolified before the hidden-layer KAN. The resume record
+(:mod:`kansym.discover.resume`) keeps them as plain data:
+
+- ``direct``: the search's candidates (each formula as text with its float constants
+  kept apart as exact floats, so that they read back bit for bit through the safe
+  :func:`kansym.symbolic.parse.parse_formula`), the reference model's held-out R², and
+  the options that shaped them. The resumed run reuses them only when those options are
+  unchanged, and only when they read back exactly (else it searches again: the search is
+  deterministic, only slower);
+- ``shortcut``: the finished shortcut's trained bundle (:meth:`ModelBundle.to_dict`), in the
+  run's working units; the resumed run symbolifies it again instead of training it again.
+
+Everything here is in the working units of the run's columns (:mod:`kansym.discover.magnitude`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+import sympy
+
+from kansym.discover.result import RunInterrupted
+from kansym.errors import DataError
+from kansym.io.bundle import ModelBundle
+from kansym.symbolic.compose import input_symbols
+from kansym.symbolic.direct import DirectCandidate
+from kansym.symbolic.parse import parse_formula
+
+__all__ = ["read_carried", "carried_direct", "with_carried", "direct_entry", "DIRECT_FIELDS"]
+
+log = logging.getLogger("kansym")
+
+# DiscoverConfig fields (besides the training ones, which a resumed run keeps) that shape the search
+DIRECT_FIELDS = ("library", "direct_search", "structure", "complexity_weight")
+MARK = "_kansym_c"  # name of the placeholder of the k-th float constant in a saved formula
+
+
+def _encode(expr: sympy.Expr, names: Sequence[str]) -> dict | None:
+    """``{"text", "floats"}`` of ``expr``, or None when it would not read back exactly."""
+    floats = sorted(expr.atoms(sympy.Float), key=sympy.default_sort_key)
+    if any(f._prec != 53 for f in floats):  # a float64 holds it exactly only at 53 bits
+        return None
+    marks = {f: sympy.Symbol(f"{MARK}{k}", real=True) for k, f in enumerate(floats)}
+    entry = {"text": str(expr.xreplace(marks)), "floats": [float(f) for f in floats]}
+    try:
+        same = sympy.srepr(_decode(entry, names)) == sympy.srepr(expr)
+    except DataError:
+        same = False
+    return entry if same else None
+
+
+def _decode(entry: dict, names: Sequence[str]) -> sympy.Expr:
+    floats = [float(v) for v in entry["floats"]]
+    marks = {f"{MARK}{k}": sympy.Symbol(f"{MARK}{k}", real=True) for k in range(len(floats))}
+    symbols = {s.name: s for s in input_symbols(names)}
+    expr = parse_formula(str(entry["text"]), {**symbols, **marks})
+    return expr.xreplace({marks[f"{MARK}{k}"]: sympy.Float(v) for k, v in enumerate(floats)})
+
+
+def direct_entry(direct: Sequence[DirectCandidate] | None, reference: float, config: Any,
+                 input_names: Sequence[str]) -> dict | None:
+    """The record's ``direct`` entry of a finished direct or structure search (None: no search
+    ran), or None when some candidate would not read back exactly (the resumed run searches again)."""
+    settings = config.to_dict()
+    candidates = None
+    if direct is not None:
+        candidates = []
+        for c in direct:
+            text = _encode(c.expr, input_names)
+            if text is None:
+                return None
+            candidates.append({**text, "error": float(c.error), "complexity": int(c.complexity), "origin": c.origin,
+                               "structure": c.structure})
+    return {"candidates": candidates, "reference": float(reference),
+            "config": {f: settings[f] for f in DIRECT_FIELDS}}
+
+
+def read_carried(record: dict, source: str) -> dict:
+    """``{"direct": entry, "shortcut": ModelBundle}`` of a resume record (the keys it holds).
+
+    Raises
+    ------
+    CheckpointError
+        A saved shortcut bundle that cannot be read.
+    """
+    out: dict = {}
+    if isinstance(record.get("direct"), dict):
+        out["direct"] = record["direct"]
+    if isinstance(record.get("shortcut"), dict):
+        out["shortcut"] = ModelBundle.from_dict(record["shortcut"], f"the shortcut KAN saved in '{source}'")
+    return out
+
+
+def carried_direct(point: Any, config: Any, input_names: Sequence[str]) -> tuple[list | None, float] | None:
+    """The interrupted run's search result ``(candidates or None, reference R²)`` for the resumed
+    run ``point`` (a :class:`~kansym.discover.resume.ResumePoint` or None), or None: search again."""
+    entry = None if point is None else point.carried.get("direct")
+    if entry is None:
+        return None
+    settings = config.to_dict()
+    changed = [f for f in DIRECT_FIELDS if entry.get("config", {}).get(f) != settings[f]]
+    if changed:
+        log.info("direct search: runs again (%s changed since the interrupted run)", ", ".join(changed))
+        return None
+    try:
+        candidates = None if entry["candidates"] is None else [
+            DirectCandidate(expr=_decode(c, input_names), error=float(c["error"]), complexity=int(c["complexity"]),
+                            origin=str(c["origin"]), structure=c.get("structure"))
+            for c in entry["candidates"]]
+        reference = float(entry["reference"])
+    except (DataError, KeyError, TypeError, ValueError):
+        log.info("direct search: runs again (the interrupted run's candidates could not be read)")
+        return None
+    if candidates is not None:
+        log.info("direct search: the %d candidate%s of the interrupted run taken as %s", len(candidates),
+                 "" if len(candidates) == 1 else "s", "it is" if len(candidates) == 1 else "they are")
+    return candidates, reference
+
+
+def with_carried(stop: RunInterrupted, *, direct: Sequence[DirectCandidate] | None, reference: float, config: Any,
+                 input_names: Sequence[str], shortcut: ModelBundle | None = None) -> RunInterrupted:
+    """``stop`` with the finished search and shortcut added to its resume record (itself when
+    it has none: nothing is resumable)."""
+    bundle = stop.bundle
+    record = None if bundle is None else bundle.meta.get("resume")
+    if not isinstance(record, dict):
+        return stop
+    record = dict(record)
+    entry = direct_entry(direct, reference, config, input_names)
+    if entry is not None:
+        record["direct"] = entry
+    if shortcut is not None and record.get("run") == "main":
+        record["shortcut"] = shortcut.to_dict()
+    return RunInterrupted(str(stop), bundle=bundle.replace_model(bundle.model, resume=record), state=stop.state,
+                          stage=stop.stage)
