@@ -13,13 +13,19 @@ symbolified before the hidden-layer KAN. The resume record
   unchanged, and only when they read back exactly (else it searches again: the search is
   deterministic, only slower);
 - ``shortcut``: the finished shortcut's trained bundle (:meth:`ModelBundle.to_dict`), in the
-  run's working units; the resumed run symbolifies it again instead of training it again.
+  run's working units; the resumed run symbolifies it again instead of training it again;
+- ``screening``: the input screening's verdict (:func:`kansym.discover.screen.screening_to_record`,
+  CSV units) and its options; the resumed run continues on the checkpoint's columns
+  without screening again (:mod:`kansym.discover.screened`).
 
-Everything here is in the working units of the run's columns (:mod:`kansym.discover.magnitude`).
+Each entry is used only when the options that shaped it are unchanged (:func:`reusable`);
+else that stage runs again, which gives the same result, only later. ``direct`` and
+``shortcut`` are in the working units of the run's columns (:mod:`kansym.discover.magnitude`).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any, Sequence
 
@@ -32,7 +38,7 @@ from kansym.symbolic.compose import input_symbols
 from kansym.symbolic.direct import DirectCandidate
 from kansym.symbolic.parse import parse_formula
 
-__all__ = ["read_carried", "carried_direct", "with_carried", "direct_entry", "DIRECT_FIELDS"]
+__all__ = ["read_carried", "reusable", "carried_direct", "with_entries", "with_carried", "direct_entry", "DIRECT_FIELDS"]
 
 log = logging.getLogger("kansym")
 
@@ -76,7 +82,7 @@ def direct_entry(direct: Sequence[DirectCandidate] | None, reference: float, con
             if text is None:
                 return None
             candidates.append({**text, "error": float(c.error), "complexity": int(c.complexity), "origin": c.origin,
-                               "structure": c.structure})
+                               "structure": copy.deepcopy(c.structure)})  # candidates share it: a checkpoint is a tree
     return {"candidates": candidates, "reference": float(reference),
             "config": {f: settings[f] for f in DIRECT_FIELDS}}
 
@@ -89,24 +95,32 @@ def read_carried(record: dict, source: str) -> dict:
     CheckpointError
         A saved shortcut bundle that cannot be read.
     """
-    out: dict = {}
-    if isinstance(record.get("direct"), dict):
-        out["direct"] = record["direct"]
+    out: dict = {k: record[k] for k in ("direct", "screening") if isinstance(record.get(k), dict)}
     if isinstance(record.get("shortcut"), dict):
         out["shortcut"] = ModelBundle.from_dict(record["shortcut"], f"the shortcut KAN saved in '{source}'")
     return out
 
 
+def reusable(point: Any, key: str, settings: dict, what: str) -> dict | None:
+    """The ``key`` entry of the interrupted run ``point`` (a
+    :class:`~kansym.discover.resume.ResumePoint` or None) when the options that shaped it,
+    ``settings``, are unchanged; else None (the stage ``what`` runs again, and says why)."""
+    entry = None if point is None else point.carried.get(key)
+    if entry is None:
+        return None
+    changed = [f for f in settings if entry.get("config", {}).get(f) != settings[f]]
+    if changed:
+        log.info("%s: runs again (%s changed since the interrupted run)", what, ", ".join(changed))
+        return None
+    return entry
+
+
 def carried_direct(point: Any, config: Any, input_names: Sequence[str]) -> tuple[list | None, float] | None:
     """The interrupted run's search result ``(candidates or None, reference R²)`` for the resumed
     run ``point`` (a :class:`~kansym.discover.resume.ResumePoint` or None), or None: search again."""
-    entry = None if point is None else point.carried.get("direct")
-    if entry is None:
-        return None
     settings = config.to_dict()
-    changed = [f for f in DIRECT_FIELDS if entry.get("config", {}).get(f) != settings[f]]
-    if changed:
-        log.info("direct search: runs again (%s changed since the interrupted run)", ", ".join(changed))
+    entry = reusable(point, "direct", {f: settings[f] for f in DIRECT_FIELDS}, "search before the KAN")
+    if entry is None:
         return None
     try:
         candidates = None if entry["candidates"] is None else [
@@ -115,27 +129,35 @@ def carried_direct(point: Any, config: Any, input_names: Sequence[str]) -> tuple
             for c in entry["candidates"]]
         reference = float(entry["reference"])
     except (DataError, KeyError, TypeError, ValueError):
-        log.info("direct search: runs again (the interrupted run's candidates could not be read)")
+        log.info("search before the KAN: runs again (the interrupted run's candidates could not be read)")
         return None
     if candidates is not None:
-        log.info("direct search: the %d candidate%s of the interrupted run taken as %s", len(candidates),
+        log.info("search before the KAN: the %d candidate%s of the interrupted run taken as %s", len(candidates),
                  "" if len(candidates) == 1 else "s", "it is" if len(candidates) == 1 else "they are")
     return candidates, reference
 
 
-def with_carried(stop: RunInterrupted, *, direct: Sequence[DirectCandidate] | None, reference: float, config: Any,
-                 input_names: Sequence[str], shortcut: ModelBundle | None = None) -> RunInterrupted:
-    """``stop`` with the finished search and shortcut added to its resume record (itself when
-    it has none: nothing is resumable)."""
+def with_entries(stop: RunInterrupted, entries: dict) -> RunInterrupted:
+    """``stop`` with ``entries`` added to its resume record (itself when it has none: nothing is
+    resumable). An entry the record already holds is kept (the innermost stage wrote it)."""
     bundle = stop.bundle
     record = None if bundle is None else bundle.meta.get("resume")
     if not isinstance(record, dict):
         return stop
-    record = dict(record)
-    entry = direct_entry(direct, reference, config, input_names)
-    if entry is not None:
-        record["direct"] = entry
-    if shortcut is not None and record.get("run") == "main":
-        record["shortcut"] = shortcut.to_dict()
+    record = {**entries, **record}
     return RunInterrupted(str(stop), bundle=bundle.replace_model(bundle.model, resume=record), state=stop.state,
                           stage=stop.stage)
+
+
+def with_carried(stop: RunInterrupted, *, direct: Sequence[DirectCandidate] | None, reference: float, config: Any,
+                 input_names: Sequence[str], shortcut: ModelBundle | None = None) -> RunInterrupted:
+    """``stop`` with the finished search and a finished shortcut (for an interrupt of the main
+    run) added to its resume record."""
+    entries = {}
+    entry = direct_entry(direct, reference, config, input_names)
+    if entry is not None:
+        entries["direct"] = entry
+    record = getattr(stop.bundle, "meta", {}).get("resume")
+    if shortcut is not None and isinstance(record, dict) and record.get("run") == "main":
+        entries["shortcut"] = shortcut.to_dict()
+    return with_entries(stop, entries)

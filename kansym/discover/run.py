@@ -33,7 +33,7 @@ from kansym.discover.result import Discovery, Formula, RunInterrupted
 from kansym.discover.resume import ResumePoint, resume_record, trained_record
 from kansym.discover.rows import Rows, check_run, finetune_grid
 from kansym.discover.oracle import structure_stage, wants_structure
-from kansym.discover.screen import screened_discover
+from kansym.discover.screened import screened_discover
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage
 from kansym.discover.structure import additivity, interaction_error
 from kansym.discover.symbolify import symbolify_stage, wants_direct_search
