@@ -85,7 +85,7 @@ def train(
         resume = replace(resume, bundle=scales.bundle_to_working(resume.bundle))
     try:
         bundle = _train(scales.x_to_working(x), scales.y_to_working(y), input_names, output_names, config, config,
-                        progress, resume, "main")
+                        progress, resume, "main", stages=Stages(show=progress))
     except RunInterrupted as stop:
         raise interrupted_to_table(stop, scales) from None
     return scales.bundle_to_table(bundle)

@@ -167,6 +167,23 @@ def test_ctrl_c_after_training_then_resume_gives_the_same_files_without_training
         assert _same_state(a, b) and "resume" not in a.meta, out
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="needs SIGTERM")
+def test_a_real_sigterm_in_the_occam_step_saves_the_trained_model_and_exits_143(tmp_path, monkeypatch):
+    data = _csv(tmp_path / "d.csv", lambda a, b: a * b + a)
+    real = symbolify_module.simplify_edges
+
+    def sigterm(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # kansym fit's own handler (stop_on_sigterm) makes it the interrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(symbolify_module, "simplify_edges", sigterm)
+    stopped = CliRunner().invoke(cli, ["fit", str(data), *OPTS, "--lib", "x,x^2,sin,exp", "-o", str(tmp_path / "r")])
+    assert stopped.exit_code == 143, stopped.output
+    assert "terminated (SIGTERM) during the Occam step, after the training; saved a resumable checkpoint to " \
+           f"{tmp_path / 'r' / 'interrupted.pt'}" in stopped.stderr
+    assert ModelBundle.load(tmp_path / "r" / "interrupted.pt").meta["resume"]["symbolic_stage"] == "Occam step"
+
+
 def test_ctrl_c_in_the_hidden_layer_kan_after_the_shortcut_keeps_both_trainings(tmp_path, monkeypatch):
     # additive, but --lib lacks sin: the shortcut's formula falls short and the [2, 2, 1] KAN follows
     data = _csv(tmp_path / "d.csv", lambda a, b: np.sin(np.pi * a) + b ** 2)
