@@ -168,6 +168,7 @@ def resume_command(ctx: click.Context, data, example, target, inputs, dropna, ou
 
 
 _NAMED = {"data", "example", "target", "inputs", "dropna", "resume"}  # written by resume_command itself
+BEFORE_TRAINING = ("set-up", "input screening", "direct search", "structure search")  # kansym.discover.progress names
 
 
 def _option_words(param: click.Option, value) -> list[str]:
@@ -199,8 +200,13 @@ def save_interrupted(stop: KeyboardInterrupt, path: Path, *, force: bool, protec
     record = None if bundle is None else bundle.meta.get("resume")
     if not isinstance(record, dict):
         stage = getattr(stop, "stage", "")
-        where = f" during the {stage}," if stage and stage not in ("main", "shortcut", "train", "set-up") else ""
-        click.echo(f"{what}{where} before the KAN's training; nothing was written (run the command again)", err=True)
+        if stage in BEFORE_TRAINING:
+            where = "" if stage == "set-up" else f" during the {stage},"
+            click.echo(f"{what}{where} before the KAN's training; nothing was written (run the command again)",
+                       err=True)
+        else:  # outside discover's stages (reading the table, writing the files) or between two of them
+            where = f" during the {stage}" if stage and stage not in ("main", "shortcut", "train") else ""
+            click.echo(f"{what}{where}; nothing resumable was saved (run the command again)", err=True)
         return click.exceptions.Exit(status)
     if record.get("stage") == "symbolic":
         done = f"during the {record.get('symbolic_stage') or 'stages after the training'}, after the training"
