@@ -71,8 +71,25 @@ def _decode(entry: dict, names: Sequence[str]) -> sympy.Expr:
 
 def direct_entry(direct: Sequence[DirectCandidate] | None, reference: float, config: Any,
                  input_names: Sequence[str]) -> dict | None:
-    """The record's ``direct`` entry of a finished direct or structure search (None: no search
-    ran), or None when some candidate would not read back exactly (the resumed run searches again)."""
+    """The record's ``direct`` entry of a finished direct or structure search.
+
+    Parameters
+    ----------
+    direct : sequence of DirectCandidate or None
+        The search's candidates (None: no search ran), working units.
+    reference : float
+        The reference (oracle) model's held-out R² (NaN: none).
+    config : DiscoverConfig
+        The run's config (its :data:`DIRECT_FIELDS` are kept with the entry).
+    input_names : sequence of str
+        The run's columns: the candidates' symbols.
+
+    Returns
+    -------
+    dict or None
+        None when some candidate would not read back exactly (the resumed run then
+        searches again).
+    """
     settings = config.to_dict()
     candidates = None
     if direct is not None:
@@ -88,7 +105,8 @@ def direct_entry(direct: Sequence[DirectCandidate] | None, reference: float, con
 
 
 def read_carried(record: dict, source: str) -> dict:
-    """``{"direct": entry, "shortcut": ModelBundle}`` of a resume record (the keys it holds).
+    """What a resume record carries: ``{"direct": entry, "screening": entry, "shortcut": ModelBundle}``,
+    the keys it holds (the entries are read when used: :func:`carried_direct`, :func:`reusable`).
 
     Raises
     ------
@@ -102,9 +120,24 @@ def read_carried(record: dict, source: str) -> dict:
 
 
 def reusable(point: Any, key: str, settings: dict, what: str) -> dict | None:
-    """The ``key`` entry of the interrupted run ``point`` (a
-    :class:`~kansym.discover.resume.ResumePoint` or None) when the options that shaped it,
-    ``settings``, are unchanged; else None (the stage ``what`` runs again, and says why)."""
+    """The ``key`` entry carried by an interrupted run, if its options still hold.
+
+    Parameters
+    ----------
+    point : ResumePoint or None
+        The resumed run (:class:`~kansym.discover.resume.ResumePoint`).
+    key : str
+        ``"direct"`` or ``"screening"``.
+    settings : dict
+        The resumed run's values of the options that shape that entry.
+    what : str
+        The stage, for the line saying why it runs again.
+
+    Returns
+    -------
+    dict or None
+        The entry; None when there is none or an option changed (logged).
+    """
     entry = None if point is None else point.carried.get(key)
     if entry is None:
         return None
@@ -116,8 +149,22 @@ def reusable(point: Any, key: str, settings: dict, what: str) -> dict | None:
 
 
 def carried_direct(point: Any, config: Any, input_names: Sequence[str]) -> tuple[list | None, float] | None:
-    """The interrupted run's search result ``(candidates or None, reference R²)`` for the resumed
-    run ``point`` (a :class:`~kansym.discover.resume.ResumePoint` or None), or None: search again."""
+    """The search result the interrupted run carries, read back.
+
+    Parameters
+    ----------
+    point : ResumePoint or None
+    config : DiscoverConfig
+        The resumed run's config (its :data:`DIRECT_FIELDS` must equal the saved ones).
+    input_names : sequence of str
+        The run's columns.
+
+    Returns
+    -------
+    (list of DirectCandidate or None, float) or None
+        The candidates (None: no search had run) and the reference model's R², exactly
+        as the interrupted run had them; None: search again.
+    """
     settings = config.to_dict()
     entry = reusable(point, "direct", {f: settings[f] for f in DIRECT_FIELDS}, "search before the KAN")
     if entry is None:

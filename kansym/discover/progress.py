@@ -3,7 +3,8 @@
 On a terminal (and not with ``--quiet``) :class:`Stages` logs one line as each stage
 starts: what it does and how long it has left at most, that is until the end of its
 share of the time limit (:data:`kansym.discover.budget.SHARES`; a stage looks at the clock
-between its units of work, so it can overrun its share by the one in progress). The
+between its units of work, so it can overrun its share by the one in progress); a short
+stage the limit does not cut (screening, pruning, verification) says what is left of it. The
 sparsifying training has its own line after its first step: the time left at the
 measured step rate, ``(time so far / steps so far) * steps to go``, beside that bound.
 Off a terminal (logs, pipes, the user guide's outputs) these lines are not written: the
@@ -64,14 +65,16 @@ class Stages:
     def bound(self, stage: str, left: str = " left") -> str:
         """``" (at most 42 s left: its share of the 300 s time limit)"``, or ``""`` without a limit.
 
-        A stage without a share (screening, pruning, the verification) is bounded by the
-        whole limit.
+        A stage without a share (the screening, the pruning, the verification: short, and
+        not cut by the limit) says only what is left of the limit,
+        ``" (250 s of the 300 s time limit left)"``.
         """
         if self.deadline is None or self.deadline.seconds is None:
             return ""
-        share = stage_deadline(self.deadline, stage) if stage in SHARES else self.deadline
-        whose = "its share of" if stage in SHARES else "what is left of"
-        return f" (at most {_seconds(share.remaining())}{left}: {whose} the {self.deadline.seconds:g} s time limit)"
+        limit = f"the {self.deadline.seconds:g} s time limit"
+        if stage not in SHARES:
+            return f" ({_seconds(self.deadline.remaining())} of {limit} left)"
+        return f" (at most {_seconds(stage_deadline(self.deadline, stage).remaining())}{left}: its share of {limit})"
 
     def training(self, label: str = "") -> Callable[[int, int], None]:
         """Enter the training stage; the ``on_step`` of :func:`kansym.train.fit.fit` that logs,

@@ -106,7 +106,7 @@ def test_stage_lines_bound_each_stage_by_its_share_and_training_by_its_step_rate
         "per-edge fits: a primitive for each of the 9 edges (at most 75 s left: its share of the 100 s time limit)",
         "training: about 40 s left at 2 s a step, 20 of 21 steps to go (at most 48 s: its share of the 100 s "
         "time limit)",
-        "pruning: nodes below theta (at most 98 s left: what is left of the 100 s time limit)",
+        "pruning: nodes below theta (98 s of the 100 s time limit left)",
     ]
     assert stages.current == "pruning"
 
