@@ -1,7 +1,7 @@
 """Input screening before the KAN (kansym.discover.screen, issue 19): which columns are kept,
 forced columns, the bring-back of a wrongly dropped column, and the run through ``kansym fit``."""
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
