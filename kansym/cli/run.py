@@ -117,12 +117,12 @@ def load_resume(resume: str | None, config, ctx: click.Context):
 
     point = read_point(resume)
     try:
-        config = merge_resume_config(point.config, config, given_fields(ctx))
+        config = merge_resume_config(point.config, config, given_fields(ctx), trained=point.trained)
     except ResumeConflict as exc:
         flag = "--" + next(o for o, f in OPTION_FIELDS.items() if f == exc.field).replace("_", "-")
         raise ConfigError(f"cannot resume with {flag} {_show(exc.given)}: the run was started with {_show(exc.saved)}; "
                           f"drop {flag} or start a new run") from None
-    if config.train.steps < point.state.step:
+    if point.state is not None and config.train.steps < point.state.step:
         raise ConfigError(f"'{resume}' already completed {point.state.step} steps; give --steps {point.state.step} or more")
     return point, config
 
@@ -148,7 +148,8 @@ def check_same_columns(table, point, resume: str | None) -> None:
 
 
 def resume_command(ctx: click.Context, data, example, target, inputs, dropna, out_flag: str, out: str, ckpt: Path) -> str:
-    """The command line that continues an interrupted run."""
+    """The command line that continues an interrupted run: its data, its output and every
+    other option given on the command line (``--theta 0``, ``--quiet``), then ``--resume CKPT``."""
     words = [ctx.find_root().info_name or "kansym", ctx.info_name]
     words += [str(data)] if data is not None else ["--example", example]
     if target:
@@ -157,32 +158,68 @@ def resume_command(ctx: click.Context, data, example, target, inputs, dropna, ou
         words += ["--inputs", inputs]
     if dropna:
         words.append("--dropna")
-    words += [out_flag, str(out), "--resume", str(ckpt)]
+    words += [out_flag, str(out)]
+    for param in ctx.command.params:
+        if isinstance(param, click.Option) and out_flag not in param.opts and param.name not in _NAMED and \
+                ctx.get_parameter_source(param.name) == click.core.ParameterSource.COMMANDLINE:
+            words += _option_words(param, ctx.params.get(param.name))
+    words += ["--resume", str(ckpt)]
     return " ".join(shlex.quote(w) for w in words)
+
+
+_NAMED = {"data", "example", "target", "inputs", "dropna", "resume"}  # written by resume_command itself
+BEFORE_TRAINING = ("set-up", "input screening", "direct search", "structure search")  # kansym.discover.progress names
+
+
+def _option_words(param: click.Option, value) -> list[str]:
+    """``["--theta", "0.0"]`` for an option and its parsed value (a flag: its name alone)."""
+    flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+    if param.is_flag:
+        off = next((o for o in param.secondary_opts if o.startswith("--")), None)
+        return [flag] if value else ([off] if off else [])
+    if value is None:
+        return []
+    if isinstance(value, (tuple, list)):
+        return [flag, ",".join(str(v) for v in value)]
+    return [flag, repr(value) if isinstance(value, float) else str(value)]
 
 
 def save_interrupted(stop: KeyboardInterrupt, path: Path, *, force: bool, protect: list[Path],
                      command: str) -> click.exceptions.Exit:
     """Save the resumable checkpoint of an interrupted run; the caller raises the returned exit (130 or 143).
 
-    ``stop`` is a :class:`~kansym.discover.result.RunInterrupted` with a bundle when the
-    training loop was interrupted; any other ``KeyboardInterrupt`` (fine-tuning,
-    symbolification, set-up) leaves nothing to save, and the line says so.
+    ``stop`` is a :class:`~kansym.discover.result.RunInterrupted` with a resumable bundle
+    (its ``meta["resume"]``) when the training, or a stage after it, was interrupted: in
+    the training the checkpoint is the model of the last completed step, after it the
+    trained model, which ``--resume`` takes as it is (no training step runs again). Any
+    other ``KeyboardInterrupt`` (the screening, the direct or structure search, set-up)
+    leaves nothing to save, and the line says so.
     """
     what, status = interrupted_status()
     bundle = getattr(stop, "bundle", None)
-    if bundle is None:
-        click.echo(f"{what} outside the training loop; nothing was written (run the command again)", err=True)
+    record = None if bundle is None else bundle.meta.get("resume")
+    if not isinstance(record, dict):
+        stage = getattr(stop, "stage", "")
+        if stage in BEFORE_TRAINING:
+            where = "" if stage == "set-up" else f" during the {stage},"
+            click.echo(f"{what}{where} before the KAN's training; nothing was written (run the command again)",
+                       err=True)
+        else:  # outside discover's stages (reading the table, writing the files) or between two of them
+            where = f" during the {stage}" if stage and stage not in ("main", "shortcut", "train") else ""
+            click.echo(f"{what}{where}; nothing resumable was saved (run the command again)", err=True)
         return click.exceptions.Exit(status)
-    done, total = stop.state.step, bundle.meta["train_config"]["steps"]
+    if record.get("stage") == "symbolic":
+        done = f"during the {record.get('symbolic_stage') or 'stages after the training'}, after the training"
+        kept = " (the trained model: --resume goes on from there, no training step runs again)"
+    else:
+        done, kept = f"after {stop.state.step} of {bundle.meta['train_config']['steps']} steps", ""
     try:
         check_output_file(path, force=force, protect=protect)
         bundle.save(path, protect=protect)
     except KansymError as exc:
-        click.echo(f"{what} after {done} of {total} steps; could not save a resumable checkpoint: {exc}", err=True)
+        click.echo(f"{what} {done}; could not save a resumable checkpoint: {exc}", err=True)
         return click.exceptions.Exit(status)
-    click.echo(f"{what} after {done} of {total} steps; saved a resumable checkpoint to {path}; "
-               f"continue with: {command}", err=True)
+    click.echo(f"{what} {done}; saved a resumable checkpoint to {path}{kept}; continue with: {command}", err=True)
     return click.exceptions.Exit(status)
 
 

@@ -12,7 +12,9 @@ units), :mod:`~kansym.discover.stages` (train, prune, fine-tune),
 :mod:`~kansym.discover.symbolify` (symbolify, Occam step, refine, verify, the choice
 against the direct search), :mod:`~kansym.discover.run` (:func:`discover`, :func:`train`),
 :mod:`~kansym.discover.result` (:class:`Formula`, :class:`Discovery`),
-:mod:`~kansym.discover.resume` (interrupted runs), :mod:`~kansym.discover.record`
+:mod:`~kansym.discover.resume` and :mod:`~kansym.discover.carried` (interrupted runs, in or
+after their training), :mod:`~kansym.discover.progress` (the stage running, its line on a
+terminal), :mod:`~kansym.discover.record`
 (``formula.json``), :mod:`~kansym.discover.units` and :mod:`~kansym.discover.dimensional`
 (physical units; :mod:`~kansym.discover.reduced`: a model of the groups on the table's
 columns), :mod:`~kansym.discover.pysr` (the PySR backend).
@@ -22,10 +24,11 @@ from kansym.discover.config import DiscoverConfig
 from kansym.discover.dimensional import UnitsDiscovery, discover_with_units
 from kansym.discover.record import FormulaRecord, discovery_record, formula_record, read_record
 from kansym.discover.result import Discovery, Formula, RunInterrupted, split_holdout
-from kansym.discover.resume import ResumePoint, load_resume
+from kansym.discover.resume import ResumePoint, load_resume, read_resume
 from kansym.discover.run import discover, train
 
 __all__ = [
     "DiscoverConfig", "Discovery", "Formula", "RunInterrupted", "UnitsDiscovery", "FormulaRecord", "ResumePoint",
-    "discover", "train", "discover_with_units", "formula_record", "discovery_record", "read_record", "load_resume", "split_holdout",
+    "discover", "train", "discover_with_units", "formula_record", "discovery_record", "read_record", "load_resume", "read_resume",
+    "split_holdout",
 ]

@@ -196,13 +196,17 @@ class RunInterrupted(KeyboardInterrupt):
     Attributes
     ----------
     bundle : ModelBundle or None
-        A resumable checkpoint of the interrupted training (its ``meta["resume"]`` is
-        the record of :mod:`kansym.discover.resume`); None when the run was stopped
-        outside the training loop and nothing can be resumed.
+        A resumable checkpoint (its ``meta["resume"]`` is the record of
+        :mod:`kansym.discover.resume`): the model of the last completed step of the
+        interrupted training, or the trained model when a stage after the training was
+        interrupted; None when the run was stopped before the KAN's training and nothing
+        can be resumed.
     state : kansym.train.state.FitState or None
-        The training state at the end of the last completed step.
+        The training state at the end of the last completed step (None after the training).
     stage : str
-        The stage that was running (``"shortcut"``, ``"main"`` or ``"train"``).
+        The stage that was running: the training (``"shortcut"``, ``"main"`` or
+        ``"train"``) or the :attr:`kansym.discover.progress.Stages.current` one
+        (``"per-edge fits"``, ``"direct search"``, ...).
     """
 
     def __init__(self, message: str, *, bundle: ModelBundle | None = None, state: Any = None,

@@ -4,47 +4,72 @@ An interrupted run is saved as an ordinary KAN checkpoint
 (:class:`~kansym.io.bundle.ModelBundle`, usable by ``prune`` and ``symbolify``)
 whose ``meta["resume"]`` holds, as plain data:
 
-- ``fit_state``: the :class:`~kansym.train.state.FitState` (optimiser memory,
-  batch generator, history) at the end of the last completed step;
+- ``stage``: where the run was. ``"shortcut"`` or ``"main"``: that training of the run
+  was interrupted, and the bundle is its model at the end of the last completed step.
+  ``"symbolic"``: the training had finished (a Ctrl-C in pruning, fine-tuning, the
+  per-edge fits, the Occam step, the refinement or the verification) and the bundle is
+  the trained model as the run went on with it;
+- ``run``: which training of the run (``"shortcut"`` or ``"main"``) the bundle is;
+- ``symbolic_stage``: for ``"symbolic"``, the finer stage (:attr:`kansym.discover.progress.Stages.current`);
+- ``fit_state``: for a training stage, the :class:`~kansym.train.state.FitState`
+  (optimiser memory, batch generator, history) at the end of the last completed step;
+  a finished training keeps only its history (the bundle's ``meta["history"]``) and
+  ``trained_steps``: no step is left to take;
 - ``discover_config``: the :class:`~kansym.discover.config.DiscoverConfig` of the run;
-- ``data_sha256``: a fingerprint of the training rows, so that resuming on other
-  data is refused instead of silently continuing a different problem;
-- ``stage``: which training of the run was interrupted (``"shortcut"`` or ``"main"``).
+- ``data_sha256``: a fingerprint of the training rows, and ``rows_sha256`` one of all the
+  rows of the run (fitting and held out), so that resuming on other data is refused
+  instead of silently continuing a different problem;
+- ``cuts``: what the time limit had cut short by the end of that training
+  (:attr:`kansym.deadline.Deadline.cuts`), replayed by the resumed run;
+- what the run had finished before that training and need not repeat
+  (:mod:`kansym.discover.carried`): ``direct``, the direct or structure search's
+  candidates, and ``shortcut``, the trained KAN of a finished additive shortcut.
 
 The record is read once (:func:`load_resume` or :func:`read_resume`) into a
-:class:`ResumePoint`, which the pipeline takes as it is.
+:class:`ResumePoint`, which the pipeline takes as it is: a ``"symbolic"`` point skips
+the training (no step runs again) and runs the stages after it, which are
+deterministic, so the result is that of the uninterrupted run.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
+from kansym.discover.carried import read_carried
 from kansym.discover.config import DiscoverConfig
 from kansym.errors import CheckpointError, ConfigError, DataError
 from kansym.io.bundle import ModelBundle
 from kansym.train.state import FitState
 
-__all__ = ["ResumePoint", "ResumeConflict", "data_fingerprint", "resume_record", "read_resume", "load_resume",
-           "merge_resume_config", "TRAINING_FIELDS"]
+__all__ = ["ResumePoint", "ResumeConflict", "data_fingerprint", "rows_fingerprint", "resume_record", "trained_record",
+           "read_resume", "load_resume", "merge_resume_config", "TRAINING_FIELDS", "SYMBOLIC"]
 
 # DiscoverConfig fields (dotted for nested TrainConfig fields) that shape the training of a run:
 # a resumed run must keep them
 TRAINING_FIELDS = ("hidden", "grid_size", "space", "seed", "train.lamb")
+SYMBOLIC = "symbolic"  # the stage of a run interrupted after its training had finished
 
 
-def data_fingerprint(x: np.ndarray, y: np.ndarray) -> str:
-    """SHA-256 of the training rows (float64 values and shapes), CSV units."""
+def data_fingerprint(x: np.ndarray, y: np.ndarray, *more: np.ndarray) -> str:
+    """SHA-256 of the rows (float64 values and shapes of each array in turn), CSV units."""
     h = hashlib.sha256()
-    for a in (x, y):
+    for a in (x, y, *more):
         a = np.ascontiguousarray(a, dtype=np.float64)
         h.update(repr(a.shape).encode())
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+def rows_fingerprint(rows: Any) -> str:
+    """:func:`data_fingerprint` of all the rows of a run (a :class:`kansym.discover.rows.Rows`):
+    the fitting rows and the held-out ones."""
+    held = () if rows.x_test is None else (rows.x_test, rows.y_test)
+    return data_fingerprint(rows.x, rows.y, *held)
 
 
 def resume_record(state: FitState, config: DiscoverConfig, x: np.ndarray, y: np.ndarray, *,
@@ -62,7 +87,31 @@ def resume_record(state: FitState, config: DiscoverConfig, x: np.ndarray, y: np.
         The training stage that was interrupted.
     """
     return {"fit_state": state.to_dict(), "discover_config": config.to_dict(), "data_sha256": data_fingerprint(x, y),
-            "stage": stage}
+            "stage": stage, "run": stage}
+
+
+def trained_record(config: DiscoverConfig, rows: Any, *, run: str, stage: str, cuts: Sequence[str] = (),
+                   steps: int = 0) -> dict:
+    """The ``meta["resume"]`` entry of a run interrupted after its training ``run`` had finished.
+
+    Parameters
+    ----------
+    config : DiscoverConfig
+        The whole run's config.
+    rows : kansym.discover.rows.Rows
+        The run's rows (working units, as :func:`resume_record`'s).
+    run : {"shortcut", "main"}
+        The training whose model the record's bundle is.
+    stage : str
+        The stage that was running (``"per-edge fits"``, ...).
+    cuts : sequence of str
+        What the time limit had cut short by the end of that training.
+    steps : int
+        Steps the training took.
+    """
+    return {"stage": SYMBOLIC, "run": run, "symbolic_stage": stage, "discover_config": config.to_dict(),
+            "data_sha256": data_fingerprint(rows.x_train, rows.y_train), "rows_sha256": rows_fingerprint(rows),
+            "cuts": list(cuts), "trained_steps": int(steps)}
 
 
 @dataclass(frozen=True)
@@ -72,24 +121,61 @@ class ResumePoint:
     Attributes
     ----------
     bundle : ModelBundle
-        The model at the end of the last completed step, with its transform.
-    state : FitState
+        The model at the end of the last completed step (the finished model for a
+        :attr:`trained` point), with its transform.
+    state : FitState or None
+        The training state; None for a :attr:`trained` point.
     config : DiscoverConfig
         The interrupted run's config.
     data_sha256 : str
         Fingerprint of the rows it trains on (:func:`data_fingerprint`).
     stage : str
-        ``"shortcut"`` or ``"main"`` for ``kansym fit``; ``"main"`` for ``kansym train``.
+        ``"shortcut"``, ``"main"`` (that training was interrupted) or ``"symbolic"``
+        (a stage after the training ``run``) for ``kansym fit``; ``"main"`` for ``kansym train``.
     source : str
         The checkpoint's path, for messages.
+    run : str
+        The training the bundle belongs to: ``"shortcut"`` or ``"main"``.
+    symbolic_stage : str
+        For ``"symbolic"``: the stage that was running.
+    rows_sha256 : str
+        Fingerprint of all the run's rows (:func:`rows_fingerprint`; "" in older checkpoints).
+    cuts : tuple of str
+        What the time limit had cut by the end of the training.
+    carried : dict
+        What the run had finished before that training (:mod:`kansym.discover.carried`).
     """
 
     bundle: ModelBundle
-    state: FitState
+    state: FitState | None
     config: DiscoverConfig
     data_sha256: str
     stage: str = "main"
     source: str = "the resumed checkpoint"
+    run: str = "main"
+    symbolic_stage: str = ""
+    rows_sha256: str = ""
+    cuts: tuple[str, ...] = ()
+    carried: dict = field(default_factory=dict)
+
+    @property
+    def trained(self) -> bool:
+        """Whether the training had finished: the run goes on after it, with :meth:`trained_bundle`."""
+        return self.stage == SYMBOLIC
+
+    def trained_bundle(self) -> ModelBundle:
+        """The finished model as the uninterrupted run had it (the resume record removed)."""
+        return replace(self.bundle, meta={k: v for k, v in self.bundle.meta.items() if k != "resume"})
+
+    def for_run(self, run: str) -> "ResumePoint | None":
+        """The point that training ``run`` continues from: this one for its own run, a
+        :attr:`trained` point of the finished shortcut the run carried, or None (train anew)."""
+        if run == self.run:
+            return self
+        if run == "shortcut" and "shortcut" in self.carried:
+            return replace(self, bundle=self.carried["shortcut"], state=None, stage=SYMBOLIC, run="shortcut",
+                           carried={})
+        return None
 
     def check_data(self, x: np.ndarray, y: np.ndarray) -> None:
         """Refuse rows other than those the run was given.
@@ -102,6 +188,21 @@ class ResumePoint:
             raise DataError(
                 f"the data differ from the rows '{self.source}' was trained on; resume with the same file, "
                 "target, inputs and --dropna"
+            )
+
+    def check_rows(self, rows: Any) -> None:
+        """Refuse a run whose rows (training, fitting and held out) are not those of the
+        interrupted one (:func:`rows_fingerprint`; only the training rows in older checkpoints).
+
+        Raises
+        ------
+        DataError
+        """
+        self.check_data(rows.x_train, rows.y_train)
+        if self.rows_sha256 and rows_fingerprint(rows) != self.rows_sha256:
+            raise DataError(
+                f"the data differ from the rows of the run saved in '{self.source}'; resume with the same file, "
+                "target, inputs, --dropna and --max-train-rows"
             )
 
 
@@ -142,10 +243,19 @@ def read_resume(bundle: ModelBundle, source: str = "the resumed checkpoint") -> 
         raise CheckpointError(
             f"'{source}' is a finished model, not an interrupted run; only checkpoints saved on Ctrl-C can be resumed"
         )
-    state = FitState.from_dict(record.get("fit_state", {}))
+    stage = str(record.get("stage", "main"))
+    state = None if stage == SYMBOLIC else FitState.from_dict(record.get("fit_state", {}))
     config = _config_from_record(record.get("discover_config", {}))
+    try:
+        cuts = tuple(str(c) for c in record.get("cuts", ()))
+    except TypeError as exc:
+        raise CheckpointError(f"the saved run's time-limit record cannot be read ({exc}); the run cannot be resumed") \
+            from exc
     return ResumePoint(bundle=bundle, state=state, config=config, data_sha256=str(record.get("data_sha256", "")),
-                       stage=str(record.get("stage", "main")), source=source)
+                       stage=stage, source=source, run=str(record.get("run", stage if stage != SYMBOLIC else "main")),
+                       symbolic_stage=str(record.get("symbolic_stage", "")),
+                       rows_sha256=str(record.get("rows_sha256", "")), cuts=cuts,
+                       carried=read_carried(record, source))
 
 
 def load_resume(path: str | Path) -> ResumePoint:
@@ -159,7 +269,8 @@ def load_resume(path: str | Path) -> ResumePoint:
     return read_resume(ModelBundle.load(path), str(path))
 
 
-def merge_resume_config(saved: DiscoverConfig, current: DiscoverConfig, given: set[str]) -> DiscoverConfig:
+def merge_resume_config(saved: DiscoverConfig, current: DiscoverConfig, given: set[str], *,
+                        trained: bool = False) -> DiscoverConfig:
     """The config of a resumed run: the saved training options, the rest from ``current``.
 
     Parameters
@@ -173,13 +284,16 @@ def merge_resume_config(saved: DiscoverConfig, current: DiscoverConfig, given: s
         ``"train.steps"``). A given :data:`TRAINING_FIELDS` entry must equal the saved
         value; a given ``"train.steps"`` makes the run longer or shorter (not below the
         steps already done, see :meth:`kansym.train.state.check_resume`).
+    trained : bool
+        The training had finished (:attr:`ResumePoint.trained`): ``"train.steps"`` is then
+        a training field too (the model is taken as it is).
 
     Raises
     ------
     ResumeConflict
         A field of :data:`TRAINING_FIELDS` was given with another value than the saved one.
     """
-    for name in TRAINING_FIELDS:
+    for name in TRAINING_FIELDS + (("train.steps",) if trained else ()):
         if name in given and _get(current, name) != _get(saved, name):
             raise ResumeConflict(name, _get(current, name), _get(saved, name))
     train = saved.train.replace(device=current.device)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -27,10 +27,13 @@ from kansym.deadline import Deadline, time_is_up
 from kansym.discover.budget import stage_deadline
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import discovery_to_table, interrupted_to_table, working_scales
-from kansym.discover.result import MIN_ROWS, Discovery, Formula, RunInterrupted, split_holdout
-from kansym.discover.resume import ResumePoint, resume_record
+from kansym.discover.carried import carried_direct, with_carried
+from kansym.discover.progress import Stages
+from kansym.discover.result import Discovery, Formula, RunInterrupted
+from kansym.discover.resume import ResumePoint, resume_record, trained_record
+from kansym.discover.rows import Rows, check_run, finetune_grid
 from kansym.discover.oracle import structure_stage, wants_structure
-from kansym.discover.screen import screened_discover
+from kansym.discover.screened import screened_discover
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage
 from kansym.discover.structure import additivity, interaction_error
 from kansym.discover.symbolify import symbolify_stage, wants_direct_search
@@ -39,87 +42,11 @@ from kansym.io.bundle import ModelBundle
 from kansym.prune.scores import edge_scores
 from kansym.symbolic.compose import input_symbols
 from kansym.symbolic.direct import DirectCandidate, direct_search
-from kansym.errors import DataError
 from kansym.symbolic.pareto import expression_complexity
-from kansym.train.memory import check_training_memory
 
 __all__ = ["discover", "train", "check_run", "Rows"]
 
 log = logging.getLogger("kansym")
-
-
-
-@dataclass(frozen=True)
-class Rows:
-    """The rows of one discovery run, CSV units.
-
-    Attributes
-    ----------
-    x, y : ndarray (N, d_in), (N, d_out)
-        Fitting rows: symbolification, refinement and the fidelity use them all.
-    x_test, y_test : ndarray or None
-        Held-out rows (:func:`~kansym.discover.result.split_holdout`) on which the
-        formula is verified against the model; None when the table is too small.
-    x_train, y_train : ndarray
-        The fitting rows the KAN trains on (at most ``max_train_rows`` of them, seeded).
-    """
-
-    x: np.ndarray
-    y: np.ndarray
-    x_test: np.ndarray | None
-    y_test: np.ndarray | None
-    x_train: np.ndarray
-    y_train: np.ndarray
-
-    @classmethod
-    def split(cls, x: np.ndarray, y: np.ndarray, config: DiscoverConfig) -> "Rows":
-        """Hold out ``config.holdout`` of the rows and cap the training rows (both seeded)."""
-        fit_idx, test_idx = split_holdout(x.shape[0], config.holdout, config.seed)
-        x_test = y_test = None
-        if test_idx is not None:
-            x_test, y_test = x[test_idx], y[test_idx]
-            x, y = x[fit_idx], y[fit_idx]
-        x_train, y_train = x, y
-        if config.max_train_rows is not None and x.shape[0] > config.max_train_rows:
-            sub = np.sort(np.random.default_rng([config.seed, 11]).choice(x.shape[0], config.max_train_rows,
-                                                                          replace=False))
-            x_train, y_train = x[sub], y[sub]
-        return cls(x, y, x_test, y_test, x_train, y_train)
-
-    def sizes(self, config: DiscoverConfig) -> str:
-        """The rows each stage really uses, in words (for the log)."""
-        n_fit, n_test = self.x.shape[0], 0 if self.x_test is None else self.x_test.shape[0]
-        n_val = int(round(self.x_train.shape[0] * config.train.val_fraction))
-        held = f"{n_fit} fitting + {n_test} held out (verification)" if n_test else f"{n_fit} fitting, none held out"
-        return (f"rows: {n_fit + n_test} = {held}; the KAN trains on {self.x_train.shape[0]} of the fitting rows "
-                f"({n_val} of them validate; max_train_rows {config.max_train_rows}); symbolic fits and refinement "
-                f"use up to {n_fit}")
-
-
-def check_run(n_rows: int, d_in: int, d_out: int, config: DiscoverConfig, *, holdout: bool = True) -> None:
-    """Refuse at once what a run would refuse later: too few rows, or a training that would
-    not fit in memory (:func:`kansym.train.memory.check_training_memory`).
-
-    Parameters
-    ----------
-    n_rows, d_in, d_out : int
-        The table's shape.
-    holdout : bool
-        Whether rows are held out as :func:`discover` does (False for :func:`train`).
-
-    Raises
-    ------
-    DataError, ConfigError
-    """
-    if n_rows < MIN_ROWS:
-        raise DataError(f"kansym needs at least {MIN_ROWS} rows to train and validate a KAN, got {n_rows}")
-    test = split_holdout(n_rows, config.holdout, config.seed)[1] if holdout else None
-    n_fit = n_rows - (0 if test is None else len(test))
-    n_train = n_fit if config.max_train_rows is None else min(n_fit, config.max_train_rows)
-    check_training_memory((d_in, *config.hidden, d_out), config.grid_size, config.spline_order, n_train)
-    grid = _finetune_grid(config, n_train)
-    if grid:
-        check_training_memory((d_in, *config.hidden, d_out), grid, config.spline_order, n_train)
 
 
 def train(
@@ -158,22 +85,31 @@ def train(
         resume = replace(resume, bundle=scales.bundle_to_working(resume.bundle))
     try:
         bundle = _train(scales.x_to_working(x), scales.y_to_working(y), input_names, output_names, config, config,
-                        progress, resume, "main")
+                        progress, resume, "main", stages=Stages(show=progress))
     except RunInterrupted as stop:
         raise interrupted_to_table(stop, scales) from None
     return scales.bundle_to_table(bundle)
 
 
 def _train(x, y, input_names, output_names, config: DiscoverConfig, outer: DiscoverConfig, progress,
-           resume: ResumePoint | None, stage: str, label: str = "", deadline: Deadline | None = None) -> ModelBundle:
+           resume: ResumePoint | None, stage: str, label: str = "", deadline: Deadline | None = None,
+           stages: Stages | None = None) -> ModelBundle:
     """:func:`~kansym.discover.stages.train_stage` with ``config``'s options; on Ctrl-C the
-    resumable checkpoint records ``stage`` and the whole run's config ``outer``."""
+    resumable checkpoint records ``stage`` and the whole run's config ``outer``. A
+    :attr:`~kansym.discover.resume.ResumePoint.trained` ``resume`` is its model, no step taken."""
+    if resume is not None and resume.trained:
+        resume.check_data(x, y)
+        done = len(resume.bundle.meta.get("history", {}).get("step", ()))
+        log.info("training: finished before the interruption (%d steps); the trained %s KAN of %s is taken as it is",
+                 done, list(resume.bundle.model.width), resume.source)
+        return resume.trained_bundle()
     tcfg = config.train.replace(seed=config.seed, device=config.device)
+    on_step = (stages or Stages(show=False)).training(label.split(":")[0])
     try:
         return train_stage(
             x, y, input_names, output_names, hidden=config.hidden, grid_size=config.grid_size,
             spline_order=config.spline_order, space=config.space, train=tcfg, seed=config.seed, dtype=config.dtype,
-            resume=resume, progress=progress, label=label, deadline=deadline,
+            resume=resume, progress=progress, label=label, deadline=deadline, on_step=on_step,
         )
     except RunInterrupted as stop:
         if stop.bundle is None:
@@ -210,10 +146,12 @@ def discover(
         the columns a held-out permutation test finds used (:mod:`kansym.discover.screen`;
         the result's ``screening`` says which and why).
     progress : bool, optional
-        Progress bars (default: only on a terminal).
+        Progress bars and the line of each stage with the time it has left
+        (:class:`kansym.discover.progress.Stages`; default: only on a terminal).
     resume : ResumePoint, optional
-        Continue the training stage of an interrupted run
-        (:func:`kansym.discover.resume.load_resume`).
+        Continue an interrupted run (:func:`kansym.discover.resume.load_resume`): its
+        training from the last completed step, or, when the training had finished
+        (``stage`` ``"symbolic"``), the stages after it on the trained model as it is.
     deadline : kansym.deadline.Deadline, optional
         The run's time limit, if it started earlier than this call (the CLI starts it
         before reading the CSV); default: ``Deadline(config.time_limit)`` from now. The
@@ -232,7 +170,9 @@ def discover(
     Raises
     ------
     RunInterrupted
-        On Ctrl-C during training (its ``bundle`` is resumable) or elsewhere (``bundle`` None).
+        On Ctrl-C (or SIGTERM made one). During or after the KAN's training its ``bundle``
+        is resumable (``meta["resume"]``, :mod:`kansym.discover.resume`); before it
+        (screening, direct or structure search) ``bundle`` is None; ``stage`` names the stage.
     DataError
         Bad data, or a law that float64 cannot evaluate in the table's units
         (:func:`kansym.discover.magnitude.check_representable`).
@@ -240,6 +180,7 @@ def discover(
     """
     config = config or DiscoverConfig()
     deadline = Deadline(config.time_limit) if deadline is None else deadline
+    stages = Stages(deadline, progress)
     x, y = _as_2d(x, y)
 
     def run(cols: Sequence[int], point: ResumePoint | None) -> Discovery:
@@ -250,13 +191,19 @@ def discover(
             point = replace(point, bundle=scales.bundle_to_working(point.bundle))
         try:
             found, rows = _discover(scales.x_to_working(xc), scales.y_to_working(y), names, output_names, config,
-                                    progress, point, deadline)
+                                    progress, point, deadline, stages)
         except RunInterrupted as stop:
             raise interrupted_to_table(stop, scales) from None
         return discovery_to_table(found, scales, scales.x_to_table(rows.x), scales.y_to_table(rows.y))
 
-    with _blas_threads(config.train.num_threads):
-        found = screened_discover(run, x, y, input_names, config, resume)  # input screening (issue 19)
+    try:
+        with _blas_threads(config.train.num_threads):
+            found = screened_discover(run, x, y, input_names, config, resume, stages)  # input screening (issue 19)
+    except KeyboardInterrupt as stop:
+        if isinstance(stop, RunInterrupted) and isinstance(getattr(stop.bundle, "meta", {}).get("resume"), dict):
+            raise
+        # before the KAN's training (or in the screening's or the oracle's): nothing to resume
+        raise RunInterrupted(f"interrupted during the {stages.current}", stage=stages.current) from None
     found = replace(found, time_limit=deadline.seconds, cut_short=deadline.cuts)
     return _finish(found)
 
@@ -284,44 +231,46 @@ def _blas_threads(n: int | None):
     return threadpool_limits(limits=n, user_api="blas")
 
 
-def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress, resume,
-              deadline: Deadline) -> tuple[Discovery, Rows]:
-    """The run on (working-unit) rows: its result (before :func:`_finish`) and the split rows."""
+def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress, resume: ResumePoint | None,
+              deadline: Deadline, stages: Stages) -> tuple[Discovery, Rows]:
+    """The run on (working-unit) rows: its result (before :func:`_finish`) and the split rows.
+
+    A resumed run continues where it was interrupted: the search before the training and
+    a finished shortcut are taken from the record when it holds them
+    (:mod:`kansym.discover.carried`), a finished training's model as it is; what runs
+    again is deterministic, so the result equals the uninterrupted one.
+    """
     rows = Rows.split(x, y, config)
     log.info("%s", rows.sizes(config))
+    if resume is not None:
+        resume.check_rows(rows)
+        for cut in resume.cuts:  # what the interrupted run's limit had cut before its training ended
+            deadline.cut(cut)
     t0 = time.perf_counter()
-    direct, reference = None, float("nan")
-    if wants_direct_search(config, x.shape[1], y.shape[1]):
-        # the constants' noise floor: a smooth fit's held-out error (structure.interaction_error)
-        noise = None if rows.x_test is None else interaction_error(rows.x_train, rows.y_train[:, 0], rows.x_test,
-                                                                   rows.y_test[:, 0])
-        direct = direct_search(rows.x, rows.y[:, 0], input_symbols(input_names),
-                               complexity_weight=config.complexity_weight, noise=noise,
-                               deadline=stage_deadline(deadline, "direct search"))
-    elif wants_structure(config, x.shape[1], y.shape[1]):
-        direct, reference = structure_stage(rows, input_names, output_names, config, progress,
-                                            deadline=stage_deadline(deadline, "direct search"))
+    carried = carried_direct(resume, config, input_names)
+    direct, reference = carried or _search_whole(rows, input_names, output_names, config, progress, deadline, stages)
     direct_seconds = time.perf_counter() - t0
-    runs = []
-    # A resumed run continues the stage it was interrupted in; the stages before it are
-    # deterministic and run again, so the result equals the uninterrupted one.
-    stage = resume.stage if resume is not None else None
-    additive, floor = additivity(rows.x_train, rows.y_train, config) if config.shortcut and config.hidden \
-        else (False, 1.0)
-    if additive:
-        short = _run_once(rows, direct, input_names, output_names, config.replace(hidden=()), config, progress,
-                          resume if stage == "shortcut" else None, "shortcut", deadline)
-        f = short.formulas[0]
-        if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= floor):
-            return _referenced(replace(short, seconds={**short.seconds, "direct": direct_seconds}), reference), rows
-        if time_is_up(stage_deadline(deadline, "training")):  # it could not train
-            deadline.cut("the hidden-layer KAN after the additive shortcut: skipped")
-            return _referenced(replace(short, seconds={**short.seconds, "direct": direct_seconds}), reference), rows
-        log.info("the additive KAN's formula has held-out R² %.6g < %.6g; training the hidden layer too",
-                 f.r2_test, floor)
-        runs.append(short)
-    runs.append(_run_once(rows, direct, input_names, output_names, config, config, progress,
-                          resume if stage != "shortcut" else None, "main", deadline))
+    runs: list[Discovery] = []
+    try:
+        additive, floor = additivity(rows.x_train, rows.y_train, config) if config.shortcut and config.hidden \
+            else (False, 1.0)
+        if additive:
+            short = _run_once(rows, direct, input_names, output_names, config.replace(hidden=()), config, progress,
+                              resume and resume.for_run("shortcut"), "shortcut", deadline, stages)
+            f = short.formulas[0]
+            if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= floor):
+                return _referenced(replace(short, seconds={**short.seconds, "direct": direct_seconds}), reference), rows
+            if time_is_up(stage_deadline(deadline, "training")):  # it could not train
+                deadline.cut("the hidden-layer KAN after the additive shortcut: skipped")
+                return _referenced(replace(short, seconds={**short.seconds, "direct": direct_seconds}), reference), rows
+            log.info("the additive KAN's formula has held-out R² %.6g < %.6g; training the hidden layer too",
+                     f.r2_test, floor)
+            runs.append(short)
+        runs.append(_run_once(rows, direct, input_names, output_names, config, config, progress,
+                              resume and resume.for_run("main"), "main", deadline, stages))
+    except RunInterrupted as stop:  # keep the search and a finished shortcut in the resumable record
+        raise with_carried(stop, direct=direct, reference=reference, config=config, input_names=input_names,
+                           shortcut=runs[0].trained if runs else None) from None
     best = max(runs, key=lambda d: (round(_score(d.formulas[0]), 6), -expression_complexity(d.formulas[0].expr)))
     if len(runs) > 1:
         other = runs[0] if best is runs[1] else runs[1]
@@ -331,6 +280,26 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
     seconds = {k: sum(d.seconds.get(k, 0.0) for d in runs) for k in runs[-1].seconds}
     seconds["direct"] = direct_seconds
     return _referenced(replace(best, seconds=seconds, runs=len(runs)), reference), rows
+
+
+def _search_whole(rows: Rows, input_names, output_names, config: DiscoverConfig, progress, deadline: Deadline,
+                  stages: Stages) -> tuple[list[DirectCandidate] | None, float]:
+    """The search before the KAN: the direct search (1-2 inputs) or the structure search
+    (3 or more, on an oracle KAN); its candidates (None: neither ran) and the oracle's R²."""
+    d_in, d_out = rows.x.shape[1], rows.y.shape[1]
+    if wants_direct_search(config, d_in, d_out):
+        stages.start("direct search", f"formulas of {', '.join(input_names)} searched whole")
+        # the constants' noise floor: a smooth fit's held-out error (structure.interaction_error)
+        noise = None if rows.x_test is None else interaction_error(rows.x_train, rows.y_train[:, 0], rows.x_test,
+                                                                   rows.y_test[:, 0])
+        return direct_search(rows.x, rows.y[:, 0], input_symbols(input_names),
+                             complexity_weight=config.complexity_weight, noise=noise,
+                             deadline=stage_deadline(deadline, "direct search")), float("nan")
+    if wants_structure(config, d_in, d_out):
+        stages.start("structure search", "an unsparsified KAN as oracle, then the law split into laws of 1-2 inputs")
+        return structure_stage(rows, input_names, output_names, config, progress,
+                               deadline=stage_deadline(deadline, "direct search"))
+    return None, float("nan")
 
 
 def _referenced(found: Discovery, r2_reference: float) -> Discovery:
@@ -352,36 +321,47 @@ def _score(f: Formula) -> float:
     return f.r2_test if np.isfinite(f.r2_test) else -np.inf
 
 
-def _finetune_grid(config: DiscoverConfig, n_rows: int) -> int | None:
-    """The polishing grid, never finer than about 20 rows per interval (small tables overfit)."""
-    if not config.finetune_grid_size:
-        return None
-    return max(config.spline_order, min(config.finetune_grid_size, n_rows // 20))
-
-
 def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names, output_names,
               config: DiscoverConfig, outer: DiscoverConfig, progress, resume: ResumePoint | None,
-              stage: str, deadline: Deadline | None = None) -> Discovery:
+              stage: str, deadline: Deadline | None = None, stages: Stages | None = None) -> Discovery:
     """One train -> prune -> fine-tune -> symbolify run on prepared rows.
 
     Each stage gets its share of ``deadline`` (:func:`kansym.discover.budget.stage_deadline`);
     once they are all up the run still does the least that gives a formula to verify: one
-    training step, the pruning, per-edge linear fits and the verification.
+    training step, the pruning, per-edge linear fits and the verification. A Ctrl-C after
+    the training raises :class:`RunInterrupted` with the trained model, resumable at the
+    stages after it (:func:`kansym.discover.resume.trained_record`).
     """
+    stages = stages or Stages(deadline, show=False)
     seconds = {}
     t0 = time.perf_counter()
     label = "additive shortcut: no hidden layer" if stage == "shortcut" else ""
     trained = _train(rows.x_train, rows.y_train, input_names, output_names, config, outer, progress, resume, stage,
-                     label, stage_deadline(deadline, "training"))
+                     label, stage_deadline(deadline, "training"), stages)
     seconds["train"] = time.perf_counter() - t0
+    cuts = () if deadline is None else deadline.cuts
+    try:
+        return _after_training(trained, rows, direct, config, progress, deadline, stages, seconds)
+    except KeyboardInterrupt:
+        record = trained_record(outer, rows, run=stage, stage=stages.current, cuts=cuts,
+                                steps=len(trained.meta.get("history", {}).get("step", ())))
+        raise RunInterrupted(f"interrupted during the {stages.current}",
+                             bundle=trained.replace_model(trained.model, resume=record), stage=stages.current) from None
 
+
+def _after_training(trained: ModelBundle, rows: Rows, direct, config: DiscoverConfig, progress, deadline, stages,
+                    seconds: dict) -> Discovery:
+    """The stages of :func:`_run_once` after the training, on its model ``trained``."""
     t0 = time.perf_counter()
+    stages.start("pruning", f"the nodes of the {list(trained.model.width)} KAN scoring below theta {config.theta:g}")
     pruned, result = prune_stage(trained, theta=config.theta)
     log.info("pruned %s -> %s (theta=%g)", list(trained.model.width), list(result.model.width), config.theta)
+    grid = finetune_grid(config, rows.x_train.shape[0])
+    stages.start("fine-tuning", f"{config.finetune.steps} LBFGS steps of the pruned KAN without sparsity"
+                 f"{f' on a {grid}-interval grid' if grid else ''}")
     pruned = finetune_stage(
         pruned, rows.x_train, rows.y_train, train=config.finetune.replace(seed=config.seed, device=config.device),
-        grid_size=_finetune_grid(config, rows.x_train.shape[0]), dtype=config.dtype, progress=progress,
-        deadline=stage_deadline(deadline, "fine-tuning"),
+        grid_size=grid, dtype=config.dtype, progress=progress, deadline=stage_deadline(deadline, "fine-tuning"),
     )
     seconds["prune"] = time.perf_counter() - t0
 
@@ -389,7 +369,7 @@ def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names,
     sym, formulas = symbolify_stage(
         pruned, rows.x, rows.y, rows.x_test, rows.y_test, library=config.library,
         r2_threshold=config.r2_threshold, min_edge_r2=config.min_edge_r2, simplify=config.simplify_edges,
-        direct=direct, complexity_weight=config.complexity_weight, deadline=deadline,
+        direct=direct, complexity_weight=config.complexity_weight, deadline=deadline, stages=stages,
     )
     seconds["symbolify"] = time.perf_counter() - t0
 

@@ -4,9 +4,9 @@ A KAN of ``d`` inputs has ``d * hidden`` first-layer edges, and every later stag
 per-edge fits, the Occam step, refinement) pays for each of them; noise columns also make
 the sparsifying training miss the law (10 inputs, 2 used: a ``[10, 5, 1]`` KAN reached a
 held-out R² of 0.89 on ``x3*x7 + x1``). :func:`screen_inputs` decides cheaply, before
-the KAN, which columns matter, and :func:`screened_discover` runs the discovery on those
-only and brings the others back when the result is clearly worse than a model of all
-columns.
+the KAN, which columns matter, and :func:`kansym.discover.screened.screened_discover` runs
+the discovery on those only and brings the others back when the result is clearly worse
+than a model of all columns.
 
 The test is permutation importance on held-out rows (Breiman 2001, "Random forests",
 Machine Learning 45, §10; Fisher, Rudin & Dominici 2019, JMLR 20(177), "model reliance"):
@@ -31,7 +31,7 @@ as a z of tens on thousands of rows. Nothing depends on a column's name or on a 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -43,7 +43,8 @@ from kansym.discover.structure import choose_space, legendre_features
 from kansym.errors import ConfigError
 from kansym.symbolic.verify import r2_score
 
-__all__ = ["Screening", "screen_inputs", "with_kept", "screened_discover", "check_keep_inputs", "MIN_INPUTS", "MIN_ROWS"]
+__all__ = ["Screening", "screen_inputs", "with_kept", "check_keep_inputs", "screening_to_record",
+           "screening_from_record", "MIN_INPUTS", "MIN_ROWS", "ALPHA"]
 
 log = logging.getLogger("kansym")
 
@@ -124,6 +125,30 @@ class Screening:
                  "z_threshold": self.z_threshold, "reason": self.reason(i)} for i in self.removed]
 
 
+def screening_to_record(plan: Screening) -> dict:
+    """``plan`` as plain data (lists of exact floats), for a resumable checkpoint's record."""
+    out = {f.name: getattr(plan, f.name) for f in fields(plan)}
+    for key in ("reference", "reference_kept"):
+        out[key] = None if out[key] is None else [float(v) for v in np.asarray(out[key], dtype=np.float64)]
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+
+def screening_from_record(data: dict) -> Screening:
+    """Inverse of :func:`screening_to_record`.
+
+    Raises
+    ------
+    KeyError, TypeError, ValueError
+        A record that is not one.
+    """
+    data = dict(data)
+    for key in ("reference", "reference_kept"):
+        data[key] = None if data[key] is None else np.asarray(data[key], dtype=np.float64)
+    for key in ("names", "kept", "removed", "z_smooth", "z_kan", "forced"):
+        data[key] = tuple(data[key])
+    return Screening(**{f.name: data[f.name] for f in fields(Screening)})
+
+
 def _z(v: float) -> str:
     return "n/a" if not np.isfinite(v) else f"{v:.2f}"
 
@@ -146,7 +171,7 @@ def check_keep_inputs(keep: Sequence[str], names: Sequence[str]) -> None:
 
 
 def screen_inputs(x: np.ndarray, y: np.ndarray, input_names: Sequence[str],
-                  config: DiscoverConfig) -> Screening | None:
+                  config: DiscoverConfig, stages: Any = None) -> Screening | None:
     """Test which inputs matter (module docstring); None when screening is off or cannot pay.
 
     Screening is off with ``config.screen`` False, with fewer than :data:`MIN_INPUTS` inputs,
@@ -162,6 +187,7 @@ def screen_inputs(x: np.ndarray, y: np.ndarray, input_names: Sequence[str],
     config : DiscoverConfig
         ``screen``, ``keep_inputs``, ``space``, ``hidden``, ``train``, ``holdout``, ``seed``,
         ``device`` and ``dtype`` are used.
+    stages : kansym.discover.progress.Stages, optional (told when the screening starts)
 
     Raises
     ------
@@ -174,6 +200,8 @@ def screen_inputs(x: np.ndarray, y: np.ndarray, input_names: Sequence[str],
     fit_idx, test_idx = split_holdout(x.shape[0], config.holdout, config.seed)
     if not config.screen or d < MIN_INPUTS or y.shape[1] != 1 or len(fit_idx) < MIN_ROWS:
         return None
+    if stages is not None:
+        stages.start("input screening", f"which of the {d} columns the law uses (held-out permutation tests)")
     perm = np.random.default_rng([config.seed, 19]).permutation(fit_idx)
     n_fit = min(FIT_ROWS, len(perm) // 2)
     tr, ev = np.sort(perm[:n_fit]), np.sort(perm[n_fit:n_fit + EVAL_ROWS])
@@ -281,115 +309,3 @@ def _kan_model(x: np.ndarray, y: np.ndarray, names: Sequence[str], config: Disco
     if space == "log":
         return lambda u: np.log(np.maximum(bundle.predict(np.exp(u))[:, 0], np.finfo(float).tiny))
     return lambda u: bundle.predict(u)[:, 0]
-
-
-def screened_discover(run: Callable[[Sequence[int], Any], Any], x: np.ndarray, y: np.ndarray,
-                      input_names: Sequence[str], config: DiscoverConfig, resume: Any = None) -> Any:
-    """Screen the inputs, run the discovery on the kept ones, bring the others back if needed.
-
-    Parameters
-    ----------
-    run : callable ``(columns, resume) -> Discovery``
-        The discovery on ``x[:, columns]`` (CSV units), resuming ``resume`` unless None.
-    x, y : ndarray (N, d_in), (N, d_out), CSV units
-    input_names : sequence of str
-    config : DiscoverConfig
-    resume : ResumePoint, optional
-        An interrupted run: it continues on the columns its checkpoint was trained on.
-
-    Returns
-    -------
-    Discovery
-        With ``screening`` set (None when screening was off). After a bring-back, the run
-        on all columns is kept when its formula's held-out R² is at least that of the run
-        on the kept columns.
-    """
-    names = tuple(input_names)
-    plan = screen_inputs(x, y, names, config)
-    everything = tuple(range(len(names)))
-    if resume is not None:
-        cols = tuple(names.index(n) for n in resume.bundle.input_names)
-        if plan is not None and cols != plan.kept:
-            plan = replace(with_kept(plan, cols, x, y, config), brought_back=cols == everything)
-        return replace(run(cols, resume), screening=plan)
-    if plan is None:
-        return replace(run(everything, None), screening=None)
-    if not plan.removed:
-        log.info("input screening kept every column (%s)", _kept_note(plan))
-        return replace(run(everything, None), screening=plan)
-    log.info("input screening dropped %s: %s; kept %s (keep_inputs forces a column)",
-             ", ".join(names[i] for i in plan.removed), _dropped_note(plan), _kept_note(plan))
-    found = run(plan.kept, None)
-    worse = _clearly_worse(found, plan, x, y, config)
-    if worse is None:
-        return replace(found, screening=plan)
-    log.info("bringing back the dropped columns: %s; running again on every column", worse)
-    full = run(everything, None)
-    f_kept, f_all = found.formulas[0], full.formulas[0]
-    if not (np.nan_to_num(f_all.r2_test, nan=-np.inf) >= np.nan_to_num(f_kept.r2_test, nan=-np.inf)):
-        log.info("kept the run on the screened columns (held-out R² %.6g) over the one on every column (%.6g)",
-                 f_kept.r2_test, f_all.r2_test)
-        return replace(found, screening=plan)
-    return replace(full, screening=replace(plan, brought_back=True))
-
-
-def _dropped_note(plan: Screening) -> str:
-    worst = max(plan.removed, key=lambda i: np.nanmax([plan.z_smooth[i], plan.z_kan[i], -np.inf]))
-    return (f"every held-out permutation z is at most {plan.z_threshold:.2f} (Bonferroni, alpha {ALPHA:g} over "
-            f"{2 * len(plan.names)} tests; the largest, {plan.names[worst]}'s, is "
-            f"{_z(np.nanmax([plan.z_smooth[worst], plan.z_kan[worst]]))})")
-
-
-def _kept_note(plan: Screening) -> str:
-    parts = [f"{plan.names[i]} z {_z(plan.z_smooth[i])}/{_z(plan.z_kan[i])}" for i in plan.kept]
-    return (f"{', '.join(parts)} (smooth model/KAN, on {plan.rows_eval} shuffled rows; models of all columns "
-            f"fitted on {plan.rows_fit}/{plan.rows_kan} rows, held-out R² {plan.r2:.4g})")
-
-
-def _clearly_worse(found: Any, plan: Screening, x: np.ndarray, y: np.ndarray, config: DiscoverConfig) -> str | None:
-    """Why the dropped columns should come back, or None.
-
-    They come back when, on the run's held-out rows, the better of the run's formula and
-    model is clearly worse than the screening model of all columns, and so is the smooth
-    model refitted on the kept columns alone (else the shortfall is the KAN's, not the
-    screening's, and a run on every column would not mend it). Clearly worse: at least
-    :data:`BRING_BACK_RATIO` times the reference's mean squared error, more than
-    :data:`BRING_BACK_FLOOR` of ``var(y)``, and a paired one-sided z test of the squared
-    errors rejecting equality at ``alpha`` 0.01.
-    """
-    test_idx = split_holdout(x.shape[0], config.holdout, config.seed)[1]
-    if plan.reference is None or test_idx is None:
-        return None
-    xt, yt = x[test_idx][:, list(plan.kept)], y[test_idx, 0]
-    preds = [found.pruned.predict(xt)[:, 0]] if found.pruned is not None else []
-    try:
-        preds.append(np.asarray(found.formulas[0](xt), dtype=np.float64).reshape(-1))
-    except Exception:  # a formula with numeric edges cannot be evaluated alone: the model stands for it
-        pass
-    errs = [(yt - p) ** 2 for p in preds if p.shape == yt.shape and np.all(np.isfinite(p))]
-    if not errs:
-        return None
-    e_run, e_ref = min(errs, key=np.mean), (yt - plan.reference) ** 2
-    z = _worse_z(e_run, e_ref, float(np.var(yt)))
-    if z is None:
-        return None
-    note = (f"on {len(yt)} held-out rows the run on {len(plan.kept)} columns leaves a mean squared error of "
-            f"{np.mean(e_run):.4g}, the screening model of all columns {np.mean(e_ref):.4g} (z {z:.1f})")
-    if plan.reference_kept is not None:
-        e_kept = (yt - plan.reference_kept) ** 2
-        if _worse_z(e_kept, e_ref, float(np.var(yt))) is None:
-            log.info("not bringing back the dropped columns: %s, but a smooth model of the kept columns alone "
-                     "leaves %.4g: what is missing is not in the dropped columns", note, np.mean(e_kept))
-            return None
-    return note
-
-
-def _worse_z(e: np.ndarray, e_ref: np.ndarray, var: float) -> float | None:
-    """The z of the paired test when squared errors ``e`` are clearly worse than ``e_ref``, else None."""
-    diff = e - e_ref
-    sd = float(np.std(diff))
-    z = np.inf if sd == 0 else float(np.mean(diff)) / (sd / np.sqrt(len(diff)))
-    if np.mean(e) >= BRING_BACK_RATIO * np.mean(e_ref) and np.mean(e) > BRING_BACK_FLOOR * var \
-            and z > norm.ppf(1 - ALPHA):
-        return z
-    return None

@@ -11,7 +11,7 @@ chains them all.
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -59,6 +59,7 @@ def train_stage(
     progress: bool | None = None,
     label: str = "",
     deadline: Deadline | None = None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> ModelBundle:
     """Train a sparsified KAN of width ``(d_in, *hidden, d_out)`` on CSV-unit rows and bundle it.
 
@@ -84,6 +85,8 @@ def train_stage(
     deadline : kansym.deadline.Deadline, optional
         The run's time limit: training stops at the first step boundary after it (one
         step at least) and the cut is recorded (``"training: 6 of 20 steps"``).
+    on_step : callable ``(steps_done, steps)``, optional
+        :func:`kansym.train.fit.fit`'s, e.g. :meth:`kansym.discover.progress.Stages.training`.
 
     Raises
     ------
@@ -121,7 +124,7 @@ def train_stage(
     u = torch.as_tensor(transform.inputs(x), dtype=torch_type)
     v = torch.as_tensor(transform.targets(y), dtype=torch_type)
     try:
-        result = fit(model, u, v, train, progress=progress, resume=state, deadline=deadline)
+        result = fit(model, u, v, train, progress=progress, resume=state, deadline=deadline, on_step=on_step)
     except FitInterrupted as stop:
         meta = {"space": space, "train_config": train.to_dict(), "history": stop.result.history.to_dict()}
         partial = ModelBundle.create(stop.result.model.cpu(), transform, input_names, output_names, x, y,

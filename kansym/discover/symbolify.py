@@ -25,6 +25,7 @@ from kansym.discover.budget import stage_deadline
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import check_representable, formula_to_table, symbolic_to_table, working_scales
 from kansym.discover.partial import settle_partial
+from kansym.discover.progress import Stages
 from kansym.discover.result import R2_GAP, Formula
 from kansym.discover.structure import interaction_error
 from kansym.io.bundle import ModelBundle
@@ -67,6 +68,7 @@ def symbolify_stage(
     direct: Sequence[DirectCandidate] | None = None,
     complexity_weight: float = 0.05,
     deadline: Deadline | None = None,
+    stages: Stages | None = None,
 ) -> tuple[SymbolicKAN, tuple[Formula, ...]]:
     """Symbolify a bundled model, compose, refine and verify its formulas.
 
@@ -99,6 +101,8 @@ def symbolify_stage(
         step: the per-edge choices stand; the refinement: the Occam step's last accepted
         formula stands); each cut is recorded. The verification and the choice against
         the direct search always run: the answer is the best verified formula found so far.
+    stages : kansym.discover.progress.Stages, optional
+        Told as each step starts (its line on a terminal; the stage of an interrupt).
 
     Returns
     -------
@@ -114,6 +118,9 @@ def symbolify_stage(
     exact_direct = bool(direct) and min(c.error for c in direct) <= EXACT_DIRECT_ERROR
     occam = len(bundle.output_names) == 1 and simplify and not exact_direct
     fits_by, occam_by, refine_by = (stage_deadline(deadline, s) for s in ("per-edge fits", "Occam step", "refinement"))
+    stages = stages or Stages(show=False)
+    width = bundle.model.width
+    stages.start("per-edge fits", f"a primitive for each of the {sum(a * b for a, b in zip(width, width[1:]))} edges")
     sym, candidates = symbolify(
         bundle.model, bundle.model_inputs(x).double(), bundle.transform, bundle.input_names, bundle.output_names,
         library=library, r2_threshold=r2_threshold, min_r2=min_edge_r2,
@@ -123,6 +130,7 @@ def symbolify_stage(
     if occam and time_is_up(occam_by):
         occam_by.cut("Occam step: skipped")
     elif occam:
+        stages.start("Occam step", "simpler primitives where the data allow (BIC)")
         sym, tried = simplify_edges(sym, candidates, symbols, x, y[:, 0], deadline=occam_by)
     y_model = bundle.predict(x)
     y_model_test = bundle.predict(x_test)
@@ -138,7 +146,9 @@ def symbolify_stage(
             refine_by.cut("refinement: skipped")
             expr = next((c.expr for c in reversed(tried) if c.accepted), raw)
         else:
+            stages.start("refinement", f"the constants of {bundle.output_names[k]}'s formula refit and snapped")
             expr = refine(raw, symbols, x, y[:, k], loss_space=loss_space, noise=noise, deadline=refine_by)
+        stages.start("verification", f"{bundle.output_names[k]}'s formula against the model and the other candidates")
         fid = fidelity(lambdify_formula(expr, symbols), x, y[:, k], y_model[:, k]) if _finite(expr, symbols, x) else None
         # a composition undefined on some rows (an edge's fit left its domain) is scored as such
         raw_fid = fidelity(lambdify_formula(raw, symbols), x, y[:, k], y_model[:, k]) if _finite(raw, symbols, x) \

@@ -114,7 +114,17 @@ class ModelBundle:
         CheckpointError
             Missing, corrupt, foreign or incomplete checkpoint.
         """
-        data = load_checkpoint(path, kind="kan")
+        return cls.from_dict(load_checkpoint(path, kind="kan"), f"'{path}'")
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "the checkpoint") -> "ModelBundle":
+        """Inverse of :meth:`to_dict` (a bundle kept inside another checkpoint's meta, too).
+
+        Raises
+        ------
+        CheckpointError
+            An incomplete or foreign dict; ``source`` names it in the message.
+        """
         try:
             model = KAN.from_state(data["model"])
             return cls(
@@ -130,5 +140,5 @@ class ModelBundle:
             detail = " ".join(str(exc).split())  # torch's messages span many lines
             detail = detail if len(detail) <= 160 else detail[:157] + "..."
             raise CheckpointError(
-                f"'{path}' is not a complete kansym KAN checkpoint ({type(exc).__name__}: {detail}); re-create it"
+                f"{source} is not a complete kansym KAN checkpoint ({type(exc).__name__}: {detail}); re-create it"
             ) from exc

@@ -13,7 +13,7 @@ import copy
 import logging
 import math
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from tqdm.auto import tqdm
@@ -81,6 +81,7 @@ def fit(
     progress: bool | None = None,
     resume: FitState | None = None,
     deadline: Deadline | None = None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> FitResult:
     """Train a copy of ``model`` on ``(x, y)``.
 
@@ -124,6 +125,9 @@ def fit(
         run's model (``FitInterrupted.result.model``, or the checkpoint's).
     deadline : kansym.deadline.Deadline, optional
         The run's time limit (None: none).
+    on_step : callable ``(steps_done, steps)``, optional
+        Called after each completed step with the steps completed so far and the run's
+        total (``kansym fit`` estimates the time left from the step rate).
 
     Returns
     -------
@@ -146,17 +150,17 @@ def fit(
     if resume is not None:
         check_resume(config, resume)
     if config.num_threads is None:
-        return _fit(model, x, y, config, progress, resume, deadline)
+        return _fit(model, x, y, config, progress, resume, deadline, on_step)
     threads = torch.get_num_threads()
     torch.set_num_threads(config.num_threads)
     try:
-        return _fit(model, x, y, config, progress, resume, deadline)
+        return _fit(model, x, y, config, progress, resume, deadline, on_step)
     finally:
         torch.set_num_threads(threads)
 
 
 def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None, resume: FitState | None,
-         deadline: Deadline | None) -> FitResult:
+         deadline: Deadline | None, on_step: Callable[[int, int], None] | None = None) -> FitResult:
     device = torch.device(config.device)
     model = copy.deepcopy(model).to(device)
     dtype = model.layers[0].coef.dtype
@@ -271,6 +275,8 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
             history.val_loss.append(val_loss)
             history.reg.append(reg_value)
             commit = (len(history.step), good, opt_state, gen_state)
+            if on_step is not None:
+                on_step(len(history.step), config.steps)
             bar.set_postfix(train=f"{train_loss:.2e}", val=f"{val_loss:.2e}")
             logger.debug("step %d train %.3e val %.3e reg %.3e", step, train_loss, val_loss, reg_value)
             if config.patience is not None:

@@ -1,7 +1,7 @@
 """Input screening before the KAN (kansym.discover.screen, issue 19): which columns are kept,
 forced columns, the bring-back of a wrongly dropped column, and the run through ``kansym fit``."""
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -9,7 +9,8 @@ import sympy
 
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.result import split_holdout
-from kansym.discover.screen import MIN_INPUTS, screen_inputs, screened_discover, with_kept
+from kansym.discover.screen import MIN_INPUTS, screen_inputs, with_kept
+from kansym.discover.screened import screened_discover
 from kansym.errors import ConfigError
 
 
@@ -118,7 +119,7 @@ def test_a_wrongly_dropped_column_is_brought_back():
         r2 = 1 - np.mean((y[test, 0] - pred) ** 2) / np.var(y[test, 0])
         return _Found(tuple(cols), (_Formula(tuple(cols), r2),), _Model(tuple(cols)))
 
-    import kansym.discover.screen as screen
+    import kansym.discover.screened as screen  # where screened_discover looks it up
 
     wrong = with_kept(plan, (0, 2), x, y, config)  # x1 (a fifth of the variance) dropped
     orig = screen.screen_inputs

@@ -2,9 +2,9 @@
 
 The `train` case sends a real SIGINT to a `python -m kansym` subprocess; `fit` injects the
 KeyboardInterrupt in-process (the same exception a SIGINT raises) to keep the suite fast.
+A Ctrl-C after the training of `kansym fit` is tested in test_interrupt_symbolic.py.
 """
 
-import contextlib
 import importlib
 import json
 import os
@@ -41,34 +41,13 @@ def _same_state(a: ModelBundle, b: ModelBundle):
     return all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-@contextlib.contextmanager
-def _sigint_as_at_a_terminal():
-    """Start children with SIGINT at its default disposition, whatever this process inherited.
-
-    A pytest started as a background job of a non-interactive shell (``.ci/run > log &``, some
-    CI runners) has SIGINT *ignored* (POSIX, Shell Command Language §2.11). An ignored signal
-    stays ignored across fork and exec, so the `kansym train` child ignored the test's SIGINT
-    and trained on: the 60 s timeouts of fresh-clone suite runs on 2026-11-29. A *caught*
-    signal is reset to its default on exec, so catching SIGINT here while the child starts
-    gives it what a program started at a terminal gets (and unblocking covers a blocked one).
-    """
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        if previous is not None:  # None: a handler installed outside Python, which we cannot restore
-            signal.signal(signal.SIGINT, previous)
-
-
 @pytest.mark.skipif(sys.platform == "win32", reason="needs SIGINT delivery to a child")
-def test_sigint_during_train_saves_a_checkpoint_that_resumes_to_the_same_model(tmp_path):
+def test_sigint_during_train_saves_a_checkpoint_that_resumes_to_the_same_model(tmp_path, sigint_as_at_a_terminal):
     data = _csv(tmp_path / "d.csv")
     before = data.read_bytes()
     out = tmp_path / "m.pt"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with _sigint_as_at_a_terminal():
+    with sigint_as_at_a_terminal():
         proc = subprocess.Popen(
             [sys.executable, "-m", "kansym", "train", str(data), "-t", "f", "-o", str(out), "--steps", "1000000",
              "--hidden", "3"],
