@@ -84,8 +84,8 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         The noise floor of the snapping rule: a normalised RMS error in the loss space
         (e.g. the model's on held-out rows); None: the formula's own error.
     deadline : kansym.deadline.Deadline, optional
-        The run's time limit, handed to :func:`snap_constants` (cut between snaps); once it
-        has expired the final refit is skipped (the snaps' own refits stand).
+        The run's time limit: every refit stops at its best point when it expires, the
+        snaps and roundings not yet made are not made, and the final refit is skipped.
 
     Returns
     -------
@@ -96,7 +96,7 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     DataError, ConfigError
         As :func:`refit_constants`.
     """
-    out = refit_constants(expr, symbols, X, y, loss_space=loss_space)
+    out = refit_constants(expr, symbols, X, y, loss_space=loss_space, deadline=deadline)
     if snap:
         out = snap_constants(out, symbols, X, y, loss_space=loss_space, noise=noise, deadline=deadline)
     if simplify:
@@ -115,7 +115,8 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         out = refit_constants(merge_numeric_factors(out), symbols, X, y, loss_space=loss_space)
     if not snap:
         return out
-    return shorten_numbers(round_constants(clean_floats(out), symbols, X, y, loss_space=loss_space, noise=noise))
+    return shorten_numbers(round_constants(clean_floats(out), symbols, X, y, loss_space=loss_space, noise=noise,
+                                           deadline=deadline))
 
 
 def merge_numeric_factors(expr: sympy.Expr) -> sympy.Expr:

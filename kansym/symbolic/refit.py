@@ -22,6 +22,7 @@ import numpy as np
 import sympy
 from scipy.optimize import least_squares
 
+from kansym.deadline import Deadline, time_is_up
 from kansym.errors import ConfigError, DataError
 from kansym.symbolic.constants import constant_contexts
 from kansym.symbolic.reproducible import stable_lambdify
@@ -31,6 +32,10 @@ __all__ = ["Problem", "LossSpace", "refit_constants", "refit_constants_counted"]
 logger = logging.getLogger("kansym")
 
 LossSpace = Literal["linear", "log"]
+
+
+class _TimeUp(Exception):
+    """Raised inside a least-squares residual once the deadline has expired."""
 
 
 class Problem:
@@ -49,7 +54,8 @@ class Problem:
     """
 
     def __init__(self, expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any,
-                 loss_space: LossSpace, *, expand: bool = True) -> None:
+                 loss_space: LossSpace, *, expand: bool = True, deadline: Deadline | None = None) -> None:
+        self.deadline = deadline  # a refit running when it expires stops at its best point so far
         self.symbols = _as_symbols(symbols)
         self.X, self.y = _check_data(self.symbols, X, y)
         if loss_space not in ("linear", "log"):
@@ -101,24 +107,34 @@ class Problem:
         if not free.any():
             return values
 
+        best = [np.inf, values[free].copy()]  # the lowest sum of squares seen, and where
+
         def resid(theta: np.ndarray) -> np.ndarray:
+            if time_is_up(self.deadline):
+                raise _TimeUp
             v = values.copy()
             v[free] = theta
-            return self.residual(v)
+            r = self.residual(v)
+            cost = float(np.dot(r, r))
+            if cost < best[0]:
+                best[0], best[1] = cost, theta.copy()
+            return r
 
-        if not np.all(np.isfinite(values[free])):
+        if not np.all(np.isfinite(values[free])) or time_is_up(self.deadline):
             return values
         # "trf", not MINPACK's "lm": lm's last bits depend on the process's heap (module docstring); a
         # step where the formula overflows makes scipy's arithmetic warn: the result is checked below
         try:
             with np.errstate(all="ignore"):
-                sol = least_squares(resid, values[free], method="trf", x_scale="jac",
-                                    max_nfev=max_nfev or 200 * (free.sum() + 1))
+                theta = least_squares(resid, values[free], method="trf", x_scale="jac",
+                                      max_nfev=max_nfev or 200 * (free.sum() + 1)).x
         except (ValueError, FloatingPointError) as exc:  # e.g. a Jacobian full of NaN
             logger.debug("constant refit failed: %s", exc)
             return values
+        except _TimeUp:  # the time limit, inside the fit: its best point so far
+            theta = best[1]
         out = values.copy()
-        out[free] = sol.x
+        out[free] = theta
         ok = np.all(np.isfinite(out)) and self.error(out) <= self.error(values)
         return out if ok else values
 
@@ -182,7 +198,8 @@ def _check_data(symbols: list[sympy.Symbol], X: Any, y: Any) -> tuple[np.ndarray
 
 
 def refit_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
-                    loss_space: LossSpace = "linear", max_nfev: int | None = None) -> sympy.Expr:
+                    loss_space: LossSpace = "linear", max_nfev: int | None = None,
+                    deadline: Deadline | None = None) -> sympy.Expr:
     """Refit every float constant (``sympy.Float`` atom) of ``expr`` on data.
 
     Parameters
@@ -199,6 +216,8 @@ def refit_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     max_nfev : int, optional
         ``least_squares``' cap on evaluations (default ``200 * (k + 1)`` for ``k``
         constants; the Jacobian's finite differences come on top).
+    deadline : kansym.deadline.Deadline, optional
+        Once it expires the fit stops at the best constants it has evaluated.
 
     Returns
     -------
@@ -212,15 +231,17 @@ def refit_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     ConfigError
         If ``loss_space`` is unknown or symbols repeat.
     """
-    return refit_constants_counted(expr, symbols, X, y, loss_space=loss_space, max_nfev=max_nfev)[0]
+    return refit_constants_counted(expr, symbols, X, y, loss_space=loss_space, max_nfev=max_nfev,
+                                   deadline=deadline)[0]
 
 
 def refit_constants_counted(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
-                            loss_space: LossSpace = "linear", max_nfev: int | None = None) -> tuple[sympy.Expr, int]:
+                            loss_space: LossSpace = "linear", max_nfev: int | None = None,
+                            deadline: Deadline | None = None) -> tuple[sympy.Expr, int]:
     """:func:`refit_constants`, and the number of formula evaluations it took (each on all
     rows of ``X``; the Jacobian's finite differences included): the work budget of
     :func:`kansym.symbolic.occam.simplify_edges` counts these, never seconds."""
-    prob = Problem(expr, symbols, X, y, loss_space)
+    prob = Problem(expr, symbols, X, y, loss_space, deadline=deadline)
     if not prob.params:
         return sympy.sympify(expr), 0
     return prob.build(prob.refit(prob.values, np.ones(len(prob.params), bool), max_nfev)), prob.evaluations

@@ -129,7 +129,7 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     -------
     sympy.Expr
     """
-    prob = Problem(reduce_phases(expr), symbols, X, y, loss_space)
+    prob = Problem(reduce_phases(expr), symbols, X, y, loss_space, deadline=deadline)
     values, free = prob.values.copy(), np.ones(len(prob.values), bool)
     fixed: dict[int, sympy.Expr] = {}
     current = prob.error(values)
@@ -201,7 +201,8 @@ def _candidates(v: float, se: float, context: str, z: float) -> list[Exact]:
 
 
 def round_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
-                    loss_space: LossSpace = "linear", noise: float | None = None) -> sympy.Expr:
+                    loss_space: LossSpace = "linear", noise: float | None = None,
+                    deadline: Deadline | None = None) -> sympy.Expr:
     """Round every float to the precision of its standard error (the PDG rule of
     :func:`kansym.symbolic.constants.precision_step`).
 
@@ -211,9 +212,10 @@ def round_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     one noise unit, ``N (e_r**2 - e**2) <= eta**2`` (``eta`` as in :func:`snap_constants`,
     but at least :data:`ROUND_NOISE`, so an exact law keeps its exactness);
     else it is tried one digit finer, twice, and then the float stays as fitted. In log
-    space the floats are those of ``f`` itself (not of ``log f``), as they print.
+    space the floats are those of ``f`` itself (not of ``log f``), as they print. Once
+    ``deadline`` expires the floats not yet rounded keep their fitted values.
     """
-    prob = Problem(expr, symbols, X, y, loss_space, expand=False)
+    prob = Problem(expr, symbols, X, y, loss_space, expand=False, deadline=deadline)
     values, free = prob.values.copy(), np.ones(len(prob.values), bool)
     current = prob.error(values)
     eta = noise_level(current, noise, ROUND_NOISE)
@@ -221,6 +223,9 @@ def round_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         return sympy.sympify(expr)
     n = prob.n_rows
     while free.any():
+        if time_is_up(deadline):
+            deadline.cut(f"refinement: rounding stopped with {int(free.sum())} of {len(values)} floats unrounded")
+            break
         se = prob.standard_errors(values, free, noise=eta)
         idx = np.flatnonzero(free)
         i = int(max(idx, key=lambda j: (se[j] / max(abs(values[j]), 1e-300), -j)))

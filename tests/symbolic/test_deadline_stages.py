@@ -118,10 +118,26 @@ def test_refinement_stops_snapping_at_the_deadline(expiring):
     plain = refine(raw, [s], x, y)
     assert plain == 2 * s + sympy.Rational(1, 2)
     assert refine(raw, [s], x, y, deadline=never()) == plain
-    d = expiring(2)  # up before the first constant: the refit stands, nothing is snapped
+    d = expiring(2)  # up inside the first refit: its best point so far (the start), nothing snapped
     cut = refine(raw, [s], x, y, deadline=d)
-    assert len(cut.atoms(sympy.Float)) == 2 and abs(float(cut.coeff(s)) - 2) < 1e-3
+    assert abs(float(cut.coeff(s)) - 1.9) < 1e-12 and abs(float(cut.subs(s, 0)) - 0.45) < 1e-12
     assert d.cuts == ("refinement: snapping stopped after 0 of 2 constants",)
+
+
+def test_a_refit_stops_at_the_deadline_at_its_best_point(expiring):
+    from kansym.symbolic.refit import Problem
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (300, 1))
+    s = sympy.Symbol("x", real=True)
+    prob = Problem(sympy.Float(1.0) * sympy.exp(sympy.Float(0.3) * s), [s], x, 2 * np.exp(0.5 * x[:, 0]), "linear",
+                   deadline=expiring(12))
+    start = prob.values.copy()
+    out = prob.refit(start, np.ones(2, bool))
+    assert prob.evaluations <= 11  # least squares would take dozens: stopped at the deadline's read
+    assert prob.error(out) < prob.error(start)  # the best point of the evaluations made, not the start
+    unlimited = Problem(sympy.Float(1.0) * sympy.exp(sympy.Float(0.3) * s), [s], x, 2 * np.exp(0.5 * x[:, 0]), "linear")
+    assert unlimited.error(unlimited.refit(start, np.ones(2, bool))) < 1e-8
 
 
 def test_the_direct_search_stops_between_families_and_keeps_what_it_found(expiring):
