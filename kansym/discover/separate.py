@@ -18,13 +18,14 @@ product test runs on ``u = f - c`` (multiplicative separability, ``f = c + prod_
 ``M_ij = u(a) u(a with a_i, a_j := b_i, b_j) - u(a with a_i := b_i) u(a with a_j := b_j)``
 vanishes exactly for a product, whatever the signs (no logarithm), its tolerance propagated
 from ``eps``; ``c`` is 0 or the value that minimises the interactions (a grid refined by
-Brent's method), which finds products inside sums (``a + b c d`` on the sub-problem of
-``b, c, d``).
+Brent's method; products inside sums: ``a + b c d`` on the sub-problem of ``b, c, d``), a
+fitted ``c`` with ``OFFSET_MARGIN`` times less tolerance. A symmetry of two inputs
+(:mod:`kansym.discover.symmetry`) is tried after the product with ``c = 0`` and before one
+with a fitted ``c``.
 
 Each group becomes a sub-problem on the oracle with the other inputs fixed at a central
-row of the data, split again (recursively); a group of three or more that does not split is
-reduced by a two-input symmetry when it has one (:mod:`kansym.discover.symmetry`), and a
-group of one or two inputs that does not split is solved by the direct search (:func:`kansym.symbolic.direct.direct_search`). The
+row of the data, split again (recursively), and a group of one or two inputs that does not
+split is solved by the direct search (:func:`kansym.symbolic.direct.direct_search`). The
 pieces recombine exactly (sums: ``sum_k h_k - (K - 1) f(b)``; products:
 ``c + prod_k h_k / (f(b) - c)**(K - 1)``, ``b`` the central row) and the whole formula's
 constants are refined on the data (:func:`kansym.symbolic.refine.refine`). The result is
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
@@ -44,6 +44,7 @@ import sympy
 from scipy.optimize import minimize_scalar
 
 from kansym.deadline import Deadline, time_is_up
+from kansym.discover.split import Split
 from kansym.discover.symmetry import find_symmetry, reduced_problem
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.direct import DirectCandidate, direct_search, selection_score
@@ -56,6 +57,7 @@ __all__ = ["NOISE_FACTOR", "Split", "decompose", "interaction_graph", "structure
 log = logging.getLogger("kansym")
 
 NOISE_FACTOR = 5.0  # a mixed difference within this many oracle errors counts as zero
+OFFSET_MARGIN = 2.0  # ... and within a half of that for a product whose offset was fitted
 PAIRS = 256  # pairs of rows per mixed difference
 LEAF_ROWS = 2000  # oracle rows a leaf's direct search works on (and data rows the refits use)
 LEAF_ALTERNATIVES = 3  # candidates a leaf hands up
@@ -64,50 +66,6 @@ REFINED = 2  # recombinations refined on the data, of those best after a refit o
 MAX_DEPTH = 6
 
 Oracle = Callable[[np.ndarray], np.ndarray]  # (N, d) -> (N,)
-
-
-@dataclass(frozen=True)
-class Split:
-    """One node of a decomposition.
-
-    Attributes
-    ----------
-    kind : {"sum", "product", "symmetry", "leaf"}
-    variables : tuple of str
-        The inputs of this node.
-    offset : float
-        ``c`` of a product node, ``f = c + prod_k g_k`` (0 for the others).
-    children : tuple of Split
-    relation : str
-        Of a symmetry node: the new variable of its one child, ``"w = a - b"``
-        (:mod:`kansym.discover.symmetry`).
-    """
-
-    kind: str
-    variables: tuple[str, ...]
-    offset: float = 0.0
-    children: tuple[Split, ...] = ()
-    relation: str = ""
-
-    def describe(self) -> str:
-        """``"a + (b * c)"``-style text of the decomposition (leaves as ``f(a, b)``)."""
-        if self.kind == "leaf":
-            return f"f({', '.join(self.variables)})"
-        if self.kind == "symmetry":
-            return f"{self.children[0].describe()} with {self.relation}"
-        parts = [c.describe() if c.kind == "leaf" else f"({c.describe()})" for c in self.children]
-        text = (" + " if self.kind == "sum" else " * ").join(parts)
-        return f"{self.offset:.6g} + {text}" if self.kind == "product" and self.offset else text
-
-    def to_dict(self) -> dict:
-        out: dict = {"kind": self.kind, "variables": list(self.variables)}
-        if self.kind == "product" and self.offset:
-            out["offset"] = self.offset
-        if self.relation:
-            out["relation"] = self.relation
-        if self.children:
-            out["children"] = [c.to_dict() for c in self.children]
-        return out
 
 
 def _swapped_values(f: Oracle, z: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
@@ -213,7 +171,7 @@ def _best_offset(f: Oracle, z: np.ndarray, eps: float, seed: int) -> tuple[float
         cost = _graph(_ratios(values, eps, offset(t)), pairs, d)[1]
         if cost < best[0] - 1.0:  # a factor e in the interactions' product, over c = 0 or the last best
             best = (cost, offset(t))
-    graph, cost = _graph(_ratios(values, eps, best[1]), pairs, d)
+    graph, cost = _graph(_ratios(values, eps, best[1]) * (OFFSET_MARGIN if best[1] else 1.0), pairs, d)
     return best[1], graph, cost
 
 
@@ -265,19 +223,24 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
     if d >= 2 and _depth < MAX_DEPTH:
         graph, _ = interaction_graph(f, z, eps, seed=seed)
         groups = sorted(sorted(c) for c in nx.connected_components(graph))
-        kind, offset = "sum", 0.0
-        if len(groups) == 1:
-            offset, graph, cost = _best_offset(f, z, eps, seed)
-            groups = [[*range(d)]] if graph is None else sorted(sorted(c) for c in nx.connected_components(graph))
-            kind = "product"
         if len(groups) > 1:
-            return _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, _depth, deadline)
+            return _combine(f, z, symbols, eps, groups, "sum", 0.0, complexity_weight, seed, _depth, deadline)
+        graph, _ = interaction_graph(f, z, eps, offset=0.0, seed=seed)
+        groups = sorted(sorted(c) for c in nx.connected_components(graph))
+        if len(groups) > 1:
+            return _combine(f, z, symbols, eps, groups, "product", 0.0, complexity_weight, seed, _depth, deadline)
+        # a symmetry before a product with a fitted offset: the symmetry leaves nothing out, the
+        # offset bends the test its way (sqrt(a^2 + b^2) passed as c - g(a) h(b) at the oracle's error)
+        reduced = _by_symmetry(f, z, symbols, eps, complexity_weight, seed, _depth, deadline) if d > 2 else None
+        if reduced is not None:
+            return reduced
+        offset, graph, _ = _best_offset(f, z, eps, seed)
+        groups = sorted(sorted(c) for c in nx.connected_components(graph))
+        if len(groups) > 1:
+            return _combine(f, z, symbols, eps, groups, "product", offset, complexity_weight, seed, _depth, deadline)
     if d > 2:
-        reduced = _by_symmetry(f, z, symbols, eps, complexity_weight, seed, _depth, deadline) \
-            if _depth < MAX_DEPTH else None
-        if reduced is None:
-            log.debug("structure: %s do not separate", ", ".join(names))
-        return reduced
+        log.debug("structure: %s do not separate", ", ".join(names))
+        return None
     rows = z[np.linspace(0, len(z) - 1, min(len(z), LEAF_ROWS)).astype(int)]
     h = f(rows)
     # the oracle's values carry its error: below it every candidate is as good (simplest wins)
