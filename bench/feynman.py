@@ -215,6 +215,7 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         "guardrails": list(guardrail_flags(formula.expr)),
         "r2_test": r2_test,
         "r2_model_test": formula.r2_model_test,  # the model's R² on the pipeline's own held-out rows
+        "r2_formula_heldout": formula.r2_test, "r2_reference_test": formula.r2_reference_test,  # the same rows
         "warning": formula.warning,
         "complexity": int(sympy.count_ops(formula.expr)),
         "seconds": round(seconds, 2),
