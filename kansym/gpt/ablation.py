@@ -148,20 +148,8 @@ def head_importance(model: KANGPT, batches: Batches, layers: Iterable[int] | Non
     ConfigError
         An unknown mode, no batch, or a layer out of range.
     """
-    chosen = _layers(model, layers)
-    was = model.training
-    model.eval()
-    try:
-        ab = _Ablator(model, batches, mode)
-        base = ab.loss()
-        H = model.config.n_head
-        out = torch.full((model.config.n_layer, H), float("nan"))
-        for layer in chosen:
-            for head in range(H):
-                out[layer, head] = ab.loss(layer, [head]) - base
-    finally:
-        model.train(was)
-    return base, out
+    base, single, _ = _ablate(model, batches, layers, mode, pairs=False)
+    return base, single
 
 
 @torch.no_grad()
@@ -195,6 +183,11 @@ def pair_importance(model: KANGPT, batches: Batches, layers: Iterable[int] | Non
     ConfigError
         An unknown mode, no batch, or a layer out of range.
     """
+    return _ablate(model, batches, layers, mode, pairs=True)
+
+
+def _ablate(model: KANGPT, batches: Batches, layers, mode: str, *, pairs: bool):
+    """Base loss, one-head increases ``(L, H)`` and, with ``pairs``, pair increases ``(L, H, H)``."""
     chosen = _layers(model, layers)
     was = model.training
     model.eval()
@@ -203,11 +196,13 @@ def pair_importance(model: KANGPT, batches: Batches, layers: Iterable[int] | Non
         base = ab.loss()
         L, H = model.config.n_layer, model.config.n_head
         single = torch.full((L, H), float("nan"))
-        pair = torch.full((L, H, H), float("nan"))
+        pair = torch.full((L, H, H), float("nan")) if pairs else None
         for layer in chosen:
             for i in range(H):
-                single[layer, i] = pair[layer, i, i] = ab.loss(layer, [i]) - base
-            for i in range(H):
+                single[layer, i] = ab.loss(layer, [i]) - base
+                if pair is not None:
+                    pair[layer, i, i] = single[layer, i]
+            for i in range(H if pairs else 0):
                 for j in range(i + 1, H):
                     pair[layer, i, j] = pair[layer, j, i] = ab.loss(layer, [i, j]) - base
     finally:
