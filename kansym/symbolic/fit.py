@@ -266,7 +266,8 @@ def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = 
 
     Selection rule: among fits with ``r2 >= r2_threshold`` take the one of least
     complexity (ties: higher ``r2``, then library order). If none clears the threshold, take the
-    minimiser of ``(1 - r2) + complexity_weight * complexity`` (ties: simpler);
+    minimiser of ``(1 - r2) + complexity_weight * complexity`` (scores within 1 % of it are
+    ties: the simpler, then library order);
     this fallback is logged at INFO level on the ``"kansym"`` logger.
 
     Speed: the primitives are fitted in order of complexity. Unless ``exhaustive``,
@@ -338,7 +339,13 @@ def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = 
         finite = [f for f in fits if math.isfinite(f.r2)]
         if not finite:
             raise FitError("no primitive of the library fits these samples; widen the library or the ranges.")
-        chosen = min(finite, key=lambda f: ((1.0 - f.r2) + complexity_weight * f.complexity, f.complexity))
+        score = {id(f): (1.0 - f.r2) + complexity_weight * f.complexity for f in finite}
+        best = min(score.values())
+        # scores within 1 % of the best are ties (sin and cos fit one curve to the last digits,
+        # which differ between machines): the simpler, then the library's order
+        order = {p.name: k for k, p in enumerate(prims)}
+        chosen = min((f for f in finite if score[id(f)] <= best + 0.01 * abs(best)),
+                     key=lambda f: (f.complexity, order.get(f.primitive, len(order))))
         logger.debug("no primitive reached r2 >= %g; chose %r (r2=%.4g) by the complexity trade-off",
                     r2_threshold, chosen.primitive, chosen.r2)
     if data.xs.size < data.x.size and chosen.prim.inner != "none":
