@@ -146,12 +146,12 @@ def _graph(ratios: np.ndarray, pairs, d: int) -> tuple[nx.Graph, float]:
     return g, float(np.sum(np.log(np.maximum(ratios, 1.0))))
 
 
-def _best_offset(f: Oracle, z: np.ndarray, eps: float, seed: int) -> tuple[float, nx.Graph, float]:
+def _best_offset(values, eps: float, d: int) -> tuple[float, nx.Graph, float]:
     """The offset ``c`` for which ``f - c`` is most nearly a product: 0 first, then a grid of
     ``c`` over and beyond the range of ``f`` (``mid + span * sinh(t)``), its best point refined
-    by Brent's method on the sum of log mixed differences; another offset must beat 0 clearly."""
-    values = _swapped_values(f, z, np.random.default_rng([seed, 31]))
-    pairs, d = values[3], z.shape[1]
+    by Brent's method on the sum of log mixed differences; another offset must beat 0 clearly.
+    ``values``: :func:`_swapped_values` of ``f`` (``d`` inputs)."""
+    pairs = values[3]
     v = np.concatenate([values[0][None], values[1], values[2]])
     mid, span = 0.5 * float(np.min(v) + np.max(v)), max(float(np.ptp(v)), 1e-300)
 
@@ -221,11 +221,12 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
     d = z.shape[1]
     names = tuple(s.name for s in symbols)
     if d >= 2 and _depth < MAX_DEPTH:
-        graph, _ = interaction_graph(f, z, eps, seed=seed)
+        values = _swapped_values(f, z, np.random.default_rng([seed, 31]))  # one set of probes for every test
+        graph, _ = _graph(_ratios(values, eps, None), values[3], d)
         groups = sorted(sorted(c) for c in nx.connected_components(graph))
         if len(groups) > 1:
             return _combine(f, z, symbols, eps, groups, "sum", 0.0, complexity_weight, seed, _depth, deadline)
-        graph, _ = interaction_graph(f, z, eps, offset=0.0, seed=seed)
+        graph, _ = _graph(_ratios(values, eps, 0.0), values[3], d)
         groups = sorted(sorted(c) for c in nx.connected_components(graph))
         if len(groups) > 1:
             return _combine(f, z, symbols, eps, groups, "product", 0.0, complexity_weight, seed, _depth, deadline)
@@ -234,7 +235,7 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
         reduced = _by_symmetry(f, z, symbols, eps, complexity_weight, seed, _depth, deadline) if d > 2 else None
         if reduced is not None:
             return reduced
-        offset, graph, _ = _best_offset(f, z, eps, seed)
+        offset, graph, _ = _best_offset(values, eps, d)
         groups = sorted(sorted(c) for c in nx.connected_components(graph))
         if len(groups) > 1:
             return _combine(f, z, symbols, eps, groups, "product", offset, complexity_weight, seed, _depth, deadline)
