@@ -35,6 +35,7 @@ from kansym.errors import DataError
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import refine, simplify_formula
+from kansym.symbolic.residuals import formula_residual_r2
 from kansym.symbolic.verify import fidelity, r2_score
 
 __all__ = ["UnitsDiscovery", "discover_with_units", "CONSTANT_R2", "TRY_CONSTANT_R2"]
@@ -260,6 +261,8 @@ def _constant(red: Reduction, x, y, fit_idx, test_idx, n_test, symbols, target, 
         n_test=n_test,
         front=front,
         origin="units",
+        r2_residual=formula_residual_r2(lambdify_formula(expr, symbols), x[fit_idx], y[fit_idx], x[test_idx],
+                                        y[test_idx]),
         reason=f"{target} is a constant times the monomial {red.monomial(symbols)} of the dimensional analysis",
     )
     const_red = Reduction(red.names, red.dims, red.p, (), ())
@@ -302,4 +305,6 @@ def _map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_id
         expr=expr, raw=raw, symbols=tuple(symbols), fidelity=fid, target=target, candidates=cands,
         r2_test=next(e.r2 for e in front if e.chosen), r2_model_test=r2_score(y[test_idx], y_model_test),
         n_test=f.n_test, front=front, closed_form=closed,
+        r2_residual=float("nan") if f.partial else formula_residual_r2(
+            lambdify_formula(expr, symbols), x[fit_idx], y[fit_idx], x[test_idx], y[test_idx]),
     )

@@ -17,13 +17,14 @@ from kansym.symbolic.compose import SymbolicKAN, lambdify_formula
 from kansym.symbolic.verify import Fidelity
 
 __all__ = ["Formula", "ClosedForm", "Discovery", "RunInterrupted", "split_holdout", "MIN_ROWS", "MIN_HOLDOUT_ROWS",
-           "R2_GAP"]
+           "R2_GAP", "RESIDUAL_R2"]
 
 MIN_ROWS = 10  # fewer rows cannot train and validate a KAN
 MIN_HOLDOUT_ROWS = 20  # fewer held-out rows than this would make a noisy verdict
 R2_GAP = 0.01  # a formula this much below the model's held-out R² is flagged
 REFERENCE_FACTOR = 10.0  # a formula with this many times the reference model's 1 - R² is flagged ...
 REFERENCE_FLOOR = 1e-4  # ... when its 1 - R² is above this
+RESIDUAL_R2 = 0.25  # held-out residuals predicted this well from their neighbours': not noise (symbolic.residuals)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,12 @@ class Formula:
         For a partial formula (:attr:`partial`), the best closed form found beside it (by
         held-out R², then complexity), which did not pass the verification (a verified one
         would have replaced the partial formula); None otherwise or when none was found.
+    r2_residual : float
+        How well the held-out rows' residuals are predicted from those of their nearest
+        fitting rows (:func:`kansym.symbolic.residuals.residual_r2`): about 0 or below when
+        the formula's error is noise, near 1 when it is a function of the inputs (the formula
+        approximates the law). NaN when there is no verdict (an exact fit to float rounding,
+        too few rows, a partial formula).
     """
 
     expr: sympy.Expr
@@ -111,6 +118,7 @@ class Formula:
     structure: dict | None = None
     r2_reference_test: float = float("nan")
     closed_form: ClosedForm | None = None
+    r2_residual: float = float("nan")
 
     @property
     def numeric_edges(self) -> tuple[str, ...]:
@@ -139,7 +147,11 @@ class Formula:
         ``REFERENCE_FACTOR`` = 10 times that of the reference model
         (:attr:`r2_reference_test`) and above ``REFERENCE_FLOOR`` = 1e-4 (a lack-of-fit test:
         with noise both approach the noise floor, without it an invented formula stays far
-        above the reference); or when some edge fitted no primitive and stayed numeric (:attr:`partial`).
+        above the reference); when the held-out residuals are predicted from their neighbours'
+        with R² (:attr:`r2_residual`) above ``RESIDUAL_R2`` = 0.25 (the error is a function of
+        the inputs, not noise: a close approximation, which no R² threshold that noisy tables
+        also pass can catch); or when some edge fitted no primitive and stayed numeric
+        (:attr:`partial`).
         """
         notes = []
         if not np.isfinite(self.r2_test) or self.r2_test < self.r2_model_test - R2_GAP:
@@ -152,6 +164,10 @@ class Formula:
         elif self.r2_test <= 0:  # the model fails too (e.g. one outlying row dominates every squared error)
             notes.append(f"the formula's R² ({self.r2_test:.4f}) is not above 0: it explains nothing of the target's "
                          "variation")
+        if not notes and self.r2_residual > RESIDUAL_R2:
+            notes.append(f"its residuals are a function of the inputs, not noise (the held-out rows' are predicted "
+                         f"from their nearest fitting rows' with R² {self.r2_residual:.2f} > {RESIDUAL_R2}): the "
+                         "formula approximates the law without being it")
         if self.numeric_edges:
             notes.append(f"edges {', '.join(self.numeric_edges)} fit no primitive and stay numeric: a partial "
                          "formula, no closed form was verified")

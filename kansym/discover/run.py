@@ -40,9 +40,10 @@ from kansym.discover.symbolify import symbolify_stage, wants_direct_search
 from kansym.graph.build import to_networkx
 from kansym.io.bundle import ModelBundle
 from kansym.prune.scores import edge_scores
-from kansym.symbolic.compose import input_symbols
+from kansym.symbolic.compose import input_symbols, lambdify_formula
 from kansym.symbolic.direct import DirectCandidate, direct_search
 from kansym.symbolic.pareto import expression_complexity
+from kansym.symbolic.residuals import formula_residual_r2
 
 __all__ = ["discover", "train", "check_run", "Rows"]
 
@@ -259,10 +260,12 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
                               resume and resume.for_run("shortcut"), "shortcut", deadline, stages)
             f = short.formulas[0]
             if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= floor):
-                return _referenced(replace(short, seconds={**short.seconds, "direct": direct_seconds}), reference), rows
+                short = replace(short, seconds={**short.seconds, "direct": direct_seconds})
+                return _referenced(short, reference, rows), rows
             if time_is_up(stage_deadline(deadline, "training")):  # it could not train
                 deadline.cut("the hidden-layer KAN after the additive shortcut: skipped")
-                return _referenced(replace(short, seconds={**short.seconds, "direct": direct_seconds}), reference), rows
+                short = replace(short, seconds={**short.seconds, "direct": direct_seconds})
+                return _referenced(short, reference, rows), rows
             log.info("the additive KAN's formula has held-out R² %.6g < %.6g; training the hidden layer too",
                      f.r2_test, floor)
             runs.append(short)
@@ -279,7 +282,7 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
                  other.formulas[0].r2_test)
     seconds = {k: sum(d.seconds.get(k, 0.0) for d in runs) for k in runs[-1].seconds}
     seconds["direct"] = direct_seconds
-    return _referenced(replace(best, seconds=seconds, runs=len(runs)), reference), rows
+    return _referenced(replace(best, seconds=seconds, runs=len(runs)), reference, rows), rows
 
 
 def _search_whole(rows: Rows, input_names, output_names, config: DiscoverConfig, progress, deadline: Deadline,
@@ -302,9 +305,21 @@ def _search_whole(rows: Rows, input_names, output_names, config: DiscoverConfig,
     return None, float("nan")
 
 
-def _referenced(found: Discovery, r2_reference: float) -> Discovery:
-    """``found`` with the reference model's held-out R² on its formulas (their verification)."""
-    return replace(found, formulas=tuple(replace(f, r2_reference_test=r2_reference) for f in found.formulas))
+def _referenced(found: Discovery, r2_reference: float, rows: Rows) -> Discovery:
+    """``found`` with what its formulas' verification needs beyond their R²: the reference
+    model's held-out R² and the residual test (:attr:`Formula.r2_residual`)."""
+    return replace(found, formulas=tuple(
+        replace(f, r2_reference_test=r2_reference, r2_residual=_residual_r2(f, rows, k))
+        for k, f in enumerate(found.formulas)))
+
+
+def _residual_r2(f: Formula, rows: Rows, output: int) -> float:
+    """:func:`~kansym.symbolic.residuals.formula_residual_r2` of ``f`` on the run's rows; NaN
+    for a partial formula."""
+    if f.partial:
+        return float("nan")
+    return formula_residual_r2(lambdify_formula(f.expr, f.symbols), rows.x, rows.y[:, output], rows.x_test,
+                               None if rows.y_test is None else rows.y_test[:, output])
 
 
 def _finish(result: Discovery) -> Discovery:

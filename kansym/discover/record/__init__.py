@@ -32,6 +32,8 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
 ``r2_model_test``,  when ``n_test`` is 0)
 ``n_test``
 ``r2_reference_test`` R² on the held-out rows of a KAN trained without sparsification, or null
+``r2_residual``     R² of the held-out residuals predicted from the nearest fitting rows' (above
+                    0.25: the error is a function of the inputs), or null (no verdict)
 ``warning``         why the formula is not a verified answer, or null
 ``status``          ``verified`` (no warning), ``unverified`` (a closed form with a warning) or
                     ``partial`` (numeric edges: ``sympy`` holds opaque functions, no closed form

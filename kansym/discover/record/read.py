@@ -123,7 +123,8 @@ class FormulaRecord:
                        r2_test=float(d.get("r2_test", nan)), r2_model_test=float(d.get("r2_model_test", nan)),
                        n_test=int(d.get("n_test", 0)), front=front, origin=str(d.get("origin", "kan")),
                        reason=str(d.get("reason", "")), closed_form=closed, structure=d.get("structure"),
-                       r2_reference_test=float(nan if d.get("r2_reference_test") is None else d["r2_reference_test"]))
+                       r2_reference_test=float(nan if d.get("r2_reference_test") is None else d["r2_reference_test"]),
+                       r2_residual=float(nan if d.get("r2_residual") is None else d["r2_residual"]))
 
     def _parse(self, text: str, symbols: Sequence[sympy.Symbol]) -> sympy.Expr:
         """A formula string of the record on ``symbols``, parsed without evaluating it

@@ -64,6 +64,7 @@ def formula_record(formula: Formula, bundle: Any = None, symbolic: Any = None, *
         "r2_test": formula.r2_test,
         "r2_model_test": formula.r2_model_test,
         "r2_reference_test": formula.r2_reference_test if np.isfinite(formula.r2_reference_test) else None,
+        "r2_residual": formula.r2_residual if np.isfinite(formula.r2_residual) else None,
         "n_test": formula.n_test,
         "warning": formula.warning,
         "status": formula.status,

@@ -1,0 +1,87 @@
+"""The residual test (kansym.symbolic.residuals): an approximation's error is a function of the
+inputs, noise is not; and a formula whose residuals are predictable is flagged."""
+
+import numpy as np
+import pytest
+import sympy
+from scipy.optimize import least_squares
+
+from kansym.discover.result import RESIDUAL_R2, Formula
+from kansym.symbolic.compose import lambdify_formula
+from kansym.symbolic.residuals import formula_residual_r2, residual_r2
+from kansym.symbolic.verify import Fidelity, r2_score
+
+
+def _rows(n=4000, seed=0, d=2):
+    return np.random.default_rng(seed).uniform(1.0, 2.0, size=(n, d))
+
+
+def test_noise_is_not_significant_and_a_smooth_error_scores_near_one():
+    x = _rows()
+    rng = np.random.default_rng(1)
+    noise = rng.normal(0.0, 0.01, size=x.shape[0])
+    smooth = 0.01 * np.sin(3 * x[:, 0]) * x[:, 1]
+    assert residual_r2(x[:3000], noise[:3000], x[3000:], noise[3000:], scale=1.0) <= 0.0
+    r2 = residual_r2(x[:3000], smooth[:3000], x[3000:], smooth[3000:], scale=1.0)
+    assert r2 > 0.95
+    # the same error under noise of its size is still found, weaker
+    mixed = smooth + noise
+    assert 0.1 < residual_r2(x[:3000], mixed[:3000], x[3000:], mixed[3000:], scale=1.0) < r2
+
+
+def test_no_verdict_for_float_rounding_or_too_few_rows():
+    x = _rows()
+    rounding = np.random.default_rng(2).normal(0.0, 1e-15, size=x.shape[0])
+    assert np.isnan(residual_r2(x[:3000], rounding[:3000], x[3000:], rounding[3000:], scale=1.0))
+    smooth = np.sin(3 * x[:, 0])
+    assert np.isnan(residual_r2(x[:30], smooth[:30], x[30:60], smooth[30:60], scale=1.0))
+    with pytest.raises(ValueError, match="shapes disagree"):
+        residual_r2(x[:100], smooth[:99], x[100:200], smooth[100:200], scale=1.0)
+
+
+def test_units_of_the_inputs_do_not_change_the_verdict():
+    x = _rows()
+    smooth = 0.01 * np.cos(2 * x[:, 0] + x[:, 1])
+    a = residual_r2(x[:3000], smooth[:3000], x[3000:], smooth[3000:], scale=1.0)
+    xs = x * np.array([1e-9, 1e6])  # other units: the quantiles are the same
+    assert residual_r2(xs[:3000], smooth[:3000], xs[3000:], smooth[3000:], scale=1.0) == pytest.approx(a)
+
+
+def _power_law_fit(x, y):
+    """The best ``c * x0**a * x1**b`` for ``y`` in least squares: the issue's "sum returned as a
+    power-law product with float exponents"."""
+    def res(p):
+        return p[0] * x[:, 0] ** p[1] * x[:, 1] ** p[2] - y
+    c, a, b = least_squares(res, [1.0, 0.5, 0.5]).x
+    x0, x1 = sympy.symbols("x0 x1", positive=True)
+    return sympy.Float(c) * x0 ** sympy.Float(a) * x1 ** sympy.Float(b), (x0, x1)
+
+
+def test_a_close_power_law_for_a_sum_passes_r2_but_is_flagged():
+    x = _rows(5000)
+    y = x[:, 0] + 0.1 * x[:, 1]
+    expr, symbols = _power_law_fit(x[:4000], y[:4000])
+    predict = lambdify_formula(expr, symbols)
+    r2 = r2_score(y[4000:], predict(x[4000:]))
+    assert r2 > 0.999  # close enough for any R² rule a noisy table also passes
+    r2_res = formula_residual_r2(predict, x[:4000], y[:4000], x[4000:], y[4000:])
+    assert r2_res > 0.9
+    f = Formula(expr=expr, raw=expr, symbols=symbols, fidelity=Fidelity(r2, r2, 0.0, 0.0), target="y",
+                r2_test=r2, r2_model_test=r2, n_test=1000, r2_residual=r2_res)
+    assert f.warning is not None and "function of the inputs, not noise" in f.warning
+    assert f.status == "unverified"
+
+
+def test_the_law_under_noise_is_not_flagged():
+    x = _rows(5000)
+    y = x[:, 0] + 0.3 * x[:, 1]
+    y = y + np.random.default_rng(3).normal(0.0, 0.01 * np.sqrt(np.mean(y**2)), size=y.shape)
+    x0, x1 = sympy.symbols("x0 x1", positive=True)
+    predict = lambdify_formula(x0 + sympy.Rational(3, 10) * x1, (x0, x1))
+    r2_res = formula_residual_r2(predict, x[:4000], y[:4000], x[4000:], y[4000:])
+    assert r2_res <= RESIDUAL_R2 / 5
+    # without held-out rows the fitting rows' halves are used: the same verdict
+    assert formula_residual_r2(predict, x, y) <= RESIDUAL_R2 / 5
+    f = Formula(expr=x0, raw=x0, symbols=(x0, x1), fidelity=Fidelity(0.99, 0.99, 0.0, 0.0), target="y",
+                r2_test=0.99, r2_model_test=0.99, n_test=1000, r2_residual=r2_res)
+    assert f.warning is None
