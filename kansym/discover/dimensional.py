@@ -143,7 +143,8 @@ def _units_to_table(res: "UnitsDiscovery", scales: ColumnScales, x, y, config: D
     model = scales
     if red is not None and res.trained is not None:
         model = ColumnScales(tuple(sum(int(e) * k for e, k in zip(row, kx)) for row in red.groups),
-                             (Fraction(scales.y_exp[0]) - sum(Fraction(p) * k for p, k in zip(red.p, kx)),))
+                             (Fraction(scales.y_exp[0]) - sum(Fraction(p) * k for p, k in zip(red.p, kx)),),
+                             scales.y_sign)
     bundle = (lambda b: None if b is None else model.bundle_to_table(b))
     return replace(res, formulas=formulas, trained=bundle(res.trained), pruned=bundle(res.pruned),
                    symbolic=symbolic_to_table(res.symbolic, model))

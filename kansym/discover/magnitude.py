@@ -47,8 +47,10 @@ def working_scales(x: np.ndarray, y: np.ndarray, input_names: Sequence[str], out
     columns (if any)."""
     scales = ColumnScales.fit(x, y, space)
     if not scales.identity:
-        log.info("columns of extreme magnitude are searched in exact power-of-two units (%s); the formula is "
-                 "written back in the table's units", scales.describe(input_names, output_names))
+        what = "columns of extreme magnitude are searched in exact power-of-two units" if any(scales.x_exp) or any(
+            scales.y_exp) else "a target negative on every row is searched with its sign turned"
+        log.info("%s (%s); the formula is written back in the table's units", what,
+                 scales.describe(input_names, output_names))
     return scales
 
 

@@ -21,6 +21,11 @@ columns keeps its units. The range is
   there a magnitude only shifts a log, and only the float range is at stake (Kepler's
   masses near 2e30 stay in kilograms).
 
+A target that is negative on every row is worked on as ``-y`` (its sign joins the power of
+two: ``y / (-2**k)``): log units, the product tests of the structure search and the
+snapping of constants all need a positive target, and a law of ``-y`` is the law of ``y``
+with its sign (a binding energy, a potential). A target of both signs keeps its sign.
+
 Multiplying by a power of two is exact in floating point (only the exponent changes), so
 the rescaled table holds the same numbers. A law ``y' = g(x')`` of the rescaled columns
 is the law ``y = 2**k_y * g(2**-k_x * x)`` of the table's own columns, which
@@ -152,10 +157,14 @@ class ColumnScales:
         :meth:`fit` makes integers (exact); a rational ``k`` (the target of a dimensional
         reduction, ``y / prod x^p`` with fractional ``p``) is exact in the formulas and
         rounds once in the rows.
+    y_sign : tuple of int
+        ``-1`` for a target worked on as ``-y`` (negative on every row), ``1`` otherwise;
+        empty (the default) for all ``1``.
     """
 
     x_exp: tuple[int | Fraction, ...]
     y_exp: tuple[int | Fraction, ...]
+    y_sign: tuple[int, ...] = ()
 
     @classmethod
     def fit(cls, x: np.ndarray, y: np.ndarray, space: str = "auto") -> "ColumnScales":
@@ -165,35 +174,52 @@ class ColumnScales:
         ``space`` (``"auto"``, ``"linear"``, ``"log"``) is the run's choice of units: ``log``,
         or ``auto`` on positive columns spanning decades, takes :data:`LOG_RANGE`.
         """
+        y = np.asarray(y, dtype=np.float64).reshape(np.shape(y)[0], -1)
+        sign = tuple(-1 if col.size and bool(np.all(col < 0)) else 1 for col in y.T)
+        y = y * np.asarray(sign, dtype=np.float64)
         log_units = space == "log" or (space == "auto" and _spans_decades(x, y))
         low, high = LOG_RANGE if log_units else LINEAR_RANGE
         (kx, ex), (ky, ey) = _exponents(x, low, high), _exponents(y, low, high)
+        sign = sign if -1 in sign else ()
         if not (ex or ey):
-            return cls((0,) * len(kx), (0,) * len(ky))
-        return cls(kx, ky)
+            return cls((0,) * len(kx), (0,) * len(ky), sign)
+        return cls(kx, ky, sign)
+
+    def signs(self) -> np.ndarray:
+        """``y_sign`` as floats, one per target."""
+        return np.asarray(self.y_sign or (1,) * len(self.y_exp), dtype=np.float64)
 
     @property
     def identity(self) -> bool:
-        """Whether every column keeps its units."""
-        return not any(self.x_exp) and not any(self.y_exp)
+        """Whether every column keeps its units (and every target its sign)."""
+        return not any(self.x_exp) and not any(self.y_exp) and -1 not in self.y_sign
 
     def describe(self, input_names: Sequence[str], output_names: Sequence[str]) -> str:
-        """``"y by 2**-1020, a by 2**997"``: the rescaled columns."""
-        pairs = [*zip(input_names, self.x_exp), *zip(output_names, self.y_exp)]
-        return ", ".join(f"{n} by 2**{_show(-Fraction(k))}" for n, k in pairs if k)
+        """``"y by 2**-1020, a by 2**997"``, ``"E by -1"``: the columns rescaled or negated."""
+        pairs = [*zip(input_names, self.x_exp, [1] * len(self.x_exp)),
+                 *zip(output_names, self.y_exp, self.signs())]
+
+        def factor(k, s) -> str:
+            if not k:
+                return "-1"
+            return f"{'-' if s < 0 else ''}2**{_show(-Fraction(k))}"
+
+        return ", ".join(f"{n} by {factor(k, s)}" for n, k, s in pairs if k or s < 0)
 
     # --- rows ------------------------------------------------------------------------
     def x_to_working(self, x: np.ndarray) -> np.ndarray:
         return _ldexp(x, [-k for k in self.x_exp])
 
     def y_to_working(self, y: np.ndarray) -> np.ndarray:
-        return _ldexp(y, [-k for k in self.y_exp])
+        out = _ldexp(y, [-k for k in self.y_exp])
+        return out * self.signs() if self.y_sign else out
 
     def x_to_table(self, x: np.ndarray) -> np.ndarray:
         return _ldexp(x, self.x_exp)
 
     def y_to_table(self, y: np.ndarray) -> np.ndarray:
-        return _ldexp(y, self.y_exp)
+        out = _ldexp(y, self.y_exp)
+        return out * self.signs() if self.y_sign else out
 
     def error_to_table(self, value: float, output: int = 0) -> float:
         """An absolute error of output ``output`` in the table's units (exact)."""
@@ -204,40 +230,53 @@ class ColumnScales:
     def expr_to_table(self, expr: sympy.Expr, symbols: Sequence[sympy.Symbol], output: int = 0) -> sympy.Expr:
         """``y = 2**k_y * g(2**-k_x x)`` of a working-unit formula ``g`` of ``symbols``
         (the inputs, in order); numeric factors then multiplied out (:func:`tidy_numbers`)."""
-        return self._convert(expr, symbols, [-k for k in self.x_exp], self.y_exp[output])
+        return self._convert(expr, symbols, [-k for k in self.x_exp], self.y_exp[output], self.signs()[output])
 
     def expr_to_working(self, expr: sympy.Expr, symbols: Sequence[sympy.Symbol], output: int = 0) -> sympy.Expr:
         """The inverse of :meth:`expr_to_table`."""
-        return self._convert(expr, symbols, list(self.x_exp), -self.y_exp[output])
+        return self._convert(expr, symbols, list(self.x_exp), -self.y_exp[output], self.signs()[output])
 
-    def _convert(self, expr, symbols, x_exp, y_exp) -> sympy.Expr:
+    @staticmethod
+    def _convert(expr, symbols, x_exp, y_exp, sign: float = 1.0) -> sympy.Expr:
         expr = sympy.sympify(expr)
         sub = {s: s * _pow2(k) for s, k in zip(symbols, x_exp) if k}
         out = (expr.xreplace(sub) if sub else expr) * _pow2(y_exp)
-        return tidy_numbers(out) if sub or y_exp else expr
+        out = tidy_numbers(out) if sub or y_exp else expr
+        return -out if sign < 0 else out
 
     # --- models ----------------------------------------------------------------------
     def transform_to_table(self, t: DataTransform) -> DataTransform:
         """The transform from the table's units that equals ``t`` from the working units."""
-        return self._move(t, list(self.x_exp), list(self.y_exp))
+        return self._move(t, list(self.x_exp), list(self.y_exp), self.signs())
 
     def transform_to_working(self, t: DataTransform) -> DataTransform:
         """The inverse of :meth:`transform_to_table`."""
-        return self._move(t, [-k for k in self.x_exp], [-k for k in self.y_exp])
+        return self._move(t, [-k for k in self.x_exp], [-k for k in self.y_exp], self.signs())
 
     @staticmethod
-    def _move(t: DataTransform, kx: list, ky: list) -> DataTransform:
-        def scaler(s: Scaler, k: list) -> Scaler:
+    def _move(t: DataTransform, kx: list, ky: list, sign: np.ndarray) -> DataTransform:
+        """``t`` with its inputs multiplied by ``2**kx`` and its targets by ``sign * 2**ky``:
+        in log units the power goes into the log's shift and the sign outside the log
+        (:attr:`DataTransform.output_sign`), in linear units both into the targets' scaler."""
+        def scaler(s: Scaler, k: list, by: np.ndarray | None = None) -> Scaler:
             if t.log_space:  # log(2**k a) = log a + k log 2
                 return Scaler(s.shift + np.asarray([float(v) for v in k], dtype=np.float64) * _LN2, s.scale)
-            return Scaler(_ldexp(s.shift[None, :], k)[0], _ldexp(s.scale[None, :], k)[0])
+            shift, scale = _ldexp(s.shift[None, :], k)[0], _ldexp(s.scale[None, :], k)[0]
+            return Scaler(shift, scale) if by is None else Scaler(shift * by, scale * by)
 
-        if not any(kx) and not any(ky):
+        negated = bool(np.any(sign < 0))
+        if not any(kx) and not any(ky) and not negated:
             return t
-        return DataTransform(scaler(t.inputs_scaler, kx), scaler(t.targets_scaler, ky), t.log_space)
+        out_sign = t.output_sign
+        if t.log_space and negated:
+            out_sign = tuple(float(a * b) for a, b in zip(np.asarray(t.output_sign or (1.0,) * sign.size), sign))
+            out_sign = () if all(s == 1.0 for s in out_sign) else out_sign
+        return DataTransform(scaler(t.inputs_scaler, kx), scaler(t.targets_scaler, ky, sign if negated else None),
+                             t.log_space, out_sign)
 
     def to_dict(self) -> dict:
-        return {"x_exp": [str(k) for k in self.x_exp], "y_exp": [str(k) for k in self.y_exp]}
+        return {"x_exp": [str(k) for k in self.x_exp], "y_exp": [str(k) for k in self.y_exp],
+                **({"y_sign": list(self.y_sign)} if self.y_sign else {})}
 
     def bundle_to_table(self, bundle: ModelBundle) -> ModelBundle:
         """``bundle`` (trained in working units) as a bundle of the table's units: transform

@@ -4,7 +4,10 @@ Inputs go to ``u = (g(x) - in_shift) / in_scale`` and the model output ``o`` com
 ``y = g^{-1}(o * out_scale + out_shift)``, with ``g = log`` in log space and the identity
 otherwise. Log space turns a multiplicative law (``y = C a^p b^q``) into an additive one
 that a KAN of linear edges represents exactly (used when every column is positive and
-spans orders of magnitude, e.g. Kepler's third law).
+spans orders of magnitude, e.g. Kepler's third law). A target that is negative on every
+row is learned as ``-y`` (:class:`kansym.io.magnitude.ColumnScales`); in log space the
+sign then stays outside the log, ``y = s exp(o * out_scale + out_shift)`` with
+``s = output_sign = -1``.
 """
 
 from __future__ import annotations
@@ -32,11 +35,18 @@ class DataTransform:
     targets_scaler : Scaler
         Targets standardised to mean 0 and std 1 (after the log in log space).
     log_space : bool
+    output_sign : tuple of float
+        Per target, the sign ``s`` outside the log in log space (``y = s exp(...)``); empty
+        (the default) for all ``+1``. In linear units a sign is part of the targets' scaler.
     """
 
     inputs_scaler: Scaler
     targets_scaler: Scaler
     log_space: bool = False
+    output_sign: tuple[float, ...] = ()
+
+    def _sign(self) -> np.ndarray:
+        return np.asarray(self.output_sign, dtype=np.float64) if self.output_sign else np.ones(1)
 
     @classmethod
     def fit(cls, x: np.ndarray, y: np.ndarray, *, log_space: bool = False) -> "DataTransform":
@@ -68,12 +78,12 @@ class DataTransform:
 
     def targets(self, y: np.ndarray) -> np.ndarray:
         """CSV targets ``(N, d_out)`` -> model targets."""
-        return self.targets_scaler.transform(np.log(y) if self.log_space else y)
+        return self.targets_scaler.transform(np.log(y * self._sign()) if self.log_space else y)
 
     def outputs(self, o: np.ndarray) -> np.ndarray:
         """Model outputs ``(N, d_out)`` -> CSV units."""
         y = self.targets_scaler.inverse(o)
-        return np.exp(y) if self.log_space else y
+        return np.exp(y) * self._sign() if self.log_space else y
 
     def inputs_torch(self, x: torch.Tensor) -> torch.Tensor:
         """Same as :meth:`inputs` on tensors."""
@@ -82,7 +92,10 @@ class DataTransform:
     def outputs_torch(self, o: torch.Tensor) -> torch.Tensor:
         """Same as :meth:`outputs` on tensors (differentiable)."""
         y = self.targets_scaler.inverse(o)
-        return torch.exp(y) if self.log_space else y
+        if not self.log_space:
+            return y
+        y = torch.exp(y)
+        return y * torch.as_tensor(self._sign(), dtype=y.dtype, device=y.device) if self.output_sign else y
 
     def input_exprs(self, symbols: list[sympy.Symbol]) -> list[sympy.Expr]:
         """The model inputs as sympy expressions of the CSV symbols."""
@@ -97,15 +110,22 @@ class DataTransform:
         """A model output expression in CSV units."""
         sc = self.targets_scaler
         y = o * sympy.Float(float(sc.scale[index])) + sympy.Float(float(sc.shift[index]))
-        return sympy.exp(y) if self.log_space else y
+        if not self.log_space:
+            return y
+        return sympy.exp(y) * (int(self.output_sign[index]) if self.output_sign else 1)
 
     def to_dict(self) -> dict:
         return {
             "inputs": self.inputs_scaler.to_dict(),
             "targets": self.targets_scaler.to_dict(),
             "log_space": self.log_space,
+            **({"output_sign": list(self.output_sign)} if self.output_sign else {}),
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> "DataTransform":
-        return cls(Scaler.from_dict(data["inputs"]), Scaler.from_dict(data["targets"]), bool(data["log_space"]))
+        sign = tuple(float(s) for s in data.get("output_sign", ()))
+        if any(s not in (-1.0, 1.0) for s in sign):
+            raise DataError(f"the transform's output_sign {list(sign)} holds a value other than -1 or 1")
+        return cls(Scaler.from_dict(data["inputs"]), Scaler.from_dict(data["targets"]), bool(data["log_space"]),
+                   sign)

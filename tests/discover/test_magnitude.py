@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 import sympy
 
+from kansym.discover import DiscoverConfig, discover
 from kansym.discover.magnitude import check_representable, formula_to_table
 from kansym.discover.result import Formula
 from kansym.errors import DataError
 from kansym.io.magnitude import ColumnScales
 from kansym.symbolic.pareto import FrontEntry
-from kansym.symbolic.verify import Fidelity
+from kansym.symbolic.verify import Fidelity, is_exact_recovery, r2_score
 
 A, C = sympy.symbols("a c", real=True)
 
@@ -50,3 +51,17 @@ def test_a_formula_with_r2_not_above_0_is_flagged_even_when_the_model_fails_too(
     f = _formula(sympy.Integer(0), r2=-0.006, r2_test=-0.16, r2_model_test=-math.inf)
     assert f.warning == "the formula's R² (-0.1600) is not above 0: it explains nothing of the target's variation"
     assert _formula(A * C).warning is None
+
+
+def test_a_target_negative_on_every_row_is_found_with_its_sign():
+    # a potential-like law, negative everywhere and spanning decades: log units need -y (stop 24)
+    rng = np.random.default_rng(4)
+    x = np.column_stack([10 ** rng.uniform(0, 3, 600), rng.uniform(1, 5, 600)])
+    y = -x[:, 0] * x[:, 1] ** 2
+    found = discover(x, y, ["a", "b"], ["E"], DiscoverConfig(time_limit=60), progress=False)
+    f = found.formulas[0]
+    a, b = sympy.symbols("a b", positive=True)
+    assert is_exact_recovery(-a * b**2, f.expr) and f.warning is None
+    assert found.trained.transform.log_space and found.trained.transform.output_sign == (-1.0,)
+    pred = found.trained.predict(x)[:, 0]
+    assert np.all(pred < 0) and r2_score(y, pred) > 0.5  # the model in the table's units, its sign included

@@ -7,6 +7,7 @@ import pytest
 import sympy
 import torch
 
+from kansym.errors import DataError
 from kansym.io.bundle import ModelBundle
 from kansym.io.magnitude import ColumnScales, tidy_numbers
 from kansym.io.transform import DataTransform
@@ -91,3 +92,34 @@ def test_rational_exponents_go_back_too():
     s = ColumnScales((Fraction(1),), (Fraction(1, 2),))
     assert s.expr_to_table(a, [a]) == sympy.sqrt(2) * a / 2
     np.testing.assert_allclose(s.y_to_table(np.array([[2.0]])), [[2.0 * np.sqrt(2)]])
+
+
+@pytest.mark.parametrize("log_space", [False, True])
+@pytest.mark.parametrize("ys", [1.0, 1e300])
+def test_a_target_negative_on_every_row_is_worked_on_with_its_sign_turned(log_space, ys):
+    x, y = _table(1.0, -ys, n=40)
+    s = ColumnScales.fit(x, y, "log" if log_space else "linear")
+    assert not s.identity and s.y_sign == (-1,)
+    xw, yw = s.x_to_working(x), s.y_to_working(y)
+    assert np.all(yw > 0) and np.array_equal(s.y_to_table(yw), y)  # bit for bit
+    a, b = sympy.symbols("a b", positive=True)
+    law = s.expr_to_table(a * b, [a, b])  # y' = a' b'  ->  y = -(...)
+    np.testing.assert_allclose(sympy.lambdify([a, b], law)(*x.T), s.y_to_table((xw[:, 0] * xw[:, 1])[:, None])[:, 0],
+                               rtol=1e-14)
+    model = KAN(KANConfig(width=(2, 1), grid_size=3, seed=0)).to(torch.float64)
+    bundle = ModelBundle.create(model, DataTransform.fit(xw, yw, log_space=log_space), ["a", "b"], ["y"], xw, yw)
+    table = s.bundle_to_table(bundle)
+    assert np.all(table.predict(x) < 0) and np.array_equal(table.y_cal, y)
+    np.testing.assert_allclose(table.predict(x), s.y_to_table(bundle.predict(xw)), rtol=1e-12)
+    t = DataTransform.from_dict(table.transform.to_dict())  # the sign survives the checkpoint
+    np.testing.assert_allclose(t.outputs(bundle.model(bundle.model_inputs(xw)).detach().numpy()), table.predict(x),
+                               rtol=1e-12)
+    np.testing.assert_allclose(s.bundle_to_working(table).predict(xw), bundle.predict(xw), rtol=1e-12)
+
+
+def test_a_target_of_both_signs_keeps_its_sign():
+    x, y = _table(1.0, 1.0, n=40)
+    y[0] = -1.0
+    assert ColumnScales.fit(x, y).identity and ColumnScales.fit(x, -np.abs(y)).y_sign == (-1,)
+    with pytest.raises(DataError, match="output_sign"):
+        DataTransform.from_dict({**DataTransform.fit(x, np.abs(y)).to_dict(), "output_sign": [2.0]})
