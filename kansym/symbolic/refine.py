@@ -36,9 +36,9 @@ def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
     ``Abs``, ``sign`` or ``Piecewise`` (whose case analysis took minutes even there). Which
     rewrites run depends on the expression alone, never on the clock: sympy cannot be
     stopped after a count of work, and a cut-off in seconds would make a busy machine
-    print another formula. The candidate with the fewest operations wins (ties: the
-    first, the input itself); a rewrite with more floats than the input (an exact number
-    written as a float) is not a candidate. Integers and rationals of more than 9 digits
+    print another formula. The candidate with the fewest operations wins, then the one with
+    the fewest floats (ties: the first, the input itself); a rewrite with more floats than
+    the input (an exact number written as a float) is not a candidate. Integers and rationals of more than 9 digits
     become floats (:func:`shorten_numbers`).
     """
     expr = sympy.sympify(expr)
@@ -50,7 +50,9 @@ def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
     floats = len(expr.atoms(sympy.Float))
     # a rewrite may not turn exact numbers into floats (simplify writes 81/(10*pi*x) as 8.1/(pi*x))
     rewrites = [out for out in (fn(expr) for fn in options) if len(out.atoms(sympy.Float)) <= floats]
-    return shorten_numbers(min([expr, *rewrites], key=sympy.count_ops))
+    # fewest operations, then fewest floats: factor_terms writes 0.028*m*(35.6/a - 35.6/b) as
+    # 0.99999999999995*m*(1/a - 1/b) at the same count, one constant instead of two
+    return shorten_numbers(min([expr, *rewrites], key=lambda e: (sympy.count_ops(e), len(e.atoms(sympy.Float)))))
 
 
 def shorten_numbers(expr: sympy.Expr) -> sympy.Expr:

@@ -131,3 +131,14 @@ def test_refine_snaps_a_coefficient_left_as_float_times_pi():
     start = sympy.exp(sympy.Float(0.31830988618381) * sympy.pi * x2**2 + sympy.sin(sympy.pi * x1))
     out = refine(start, [x1, x2], X, y)
     assert sympy.simplify(out - sympy.exp(sympy.sin(sympy.pi * x1) + x2**2)) == 0
+
+
+def test_a_constant_and_its_inverse_split_over_a_sum_cancel():
+    # a recombined structure formula: 0.028 * (35.6/b - 35.6/c) is one constant, 1 (stop 24)
+    a, b, c = sympy.symbols("a b c", positive=True)
+    k = 35.6266873389
+    expr = sympy.Float(1 / k) * a * (sympy.Float(k) / c - sympy.Float(k) / b)
+    assert len(simplify_formula(expr).atoms(sympy.Float)) == 1
+    x = np.random.default_rng(0).uniform(1, 5, (500, 3))
+    y = x[:, 0] * (1 / x[:, 2] - 1 / x[:, 1])
+    assert refine(expr, [a, b, c], x, y) == a * (1 / c - 1 / b)
