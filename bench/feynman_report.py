@@ -46,21 +46,30 @@ def _median_seconds(rows: list[dict]) -> float:
     return statistics.median(secs) if secs else math.nan
 
 
+def wrong_unflagged(row: dict) -> bool:
+    """A formula printed as the answer that is not the law, without a warning: the mission's
+    worst case (peers print no warnings, so each of their wrong formulas counts)."""
+    return (not row.get("recovered") and bool(row.get("formula")) and not row.get("warning")
+            and not row.get("timed_out") and "error" not in row)
+
+
 def halves_table(rows: Iterable[dict]) -> list[str]:
     """One Markdown line per (method, half, noise, units): exact recoveries, median seconds,
-    equations stopped at the limit, and errors; methods in the order they first appear."""
+    wrong formulas printed without a warning, equations stopped at the limit, and errors;
+    methods in the order they first appear."""
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
         groups.setdefault(_config(row), []).append(row)
     order = list(dict.fromkeys(k[0] for k in groups))
-    lines = ["| method | half | noise | units | exact | median s | stopped at the limit | errors |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| method | half | noise | units | exact | median s | wrong, no warning | stopped at the limit | errors |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for key in sorted(groups, key=lambda k: (order.index(k[0]), k[2], k[3], k[1])):
         mine = groups[key]
         stopped = sum(bool(r.get("timed_out")) for r in mine)
         errors = sum("error" in r and not r.get("timed_out") for r in mine)
+        wrong = sum(wrong_unflagged(r) for r in mine)
         lines.append(f"| {key[0]} | {key[1]} | {key[2]:g} | {key[3]} | {_rate(mine)} | "
-                     f"{_median_seconds(mine):.1f} | {stopped} | {errors} |")
+                     f"{_median_seconds(mine):.1f} | {wrong} | {stopped} | {errors} |")
     return lines
 
 
@@ -99,7 +108,7 @@ def summary(rows: list[dict], equations: list, args) -> str:
         form = form if len(form) <= 90 else form[:87] + "..."
         guards = ", ".join(r.get("guardrails", [])) or "—"
         lines.append(f"| {r['id']} | {_method(r)} | {r.get('half', '?')} | `{by_id[r['id']].formula}` | {_groups(r)} | "
-                     f"{'yes' if r.get('recovered') else 'no'} | {r2s} | {r.get('complexity', '—')} | "
+                     f"{'yes' if r.get('recovered') else ('no (warned)' if r.get('warning') else 'no')} | {r2s} | {r.get('complexity', '—')} | "
                      f"{r.get('seconds', '—')} | {guards} | `{form}` |")
     return "\n".join(lines) + "\n"
 

@@ -84,3 +84,19 @@ def test_the_run_summary_splits_the_halves(equations):
     assert "| kansym | tuning | 0.01 | given |" in text and "| kansym | validation | 0.01 | given |" in text
     assert "**guardrails (kansym, 12 printed formulas; target 0 each):" in text
     assert f"| E.0 | kansym | {fb.half_of('E.0')} | `0*x` |" in text
+
+
+def test_wrong_formulas_without_a_warning_are_counted_and_warned_ones_are_not(equations):
+    _, eqs = equations
+    rows = _rows(0.0, False, [True] * 4 + [False] * 8)
+    for r in rows:
+        if r["method"] == "kansym" and not r["recovered"]:
+            r["formula"] = "2*x + 1"
+            r["warning"] = "its residuals are a function of the inputs" if r["id"] in ("E.4", "E.5", "E.6") else None
+    text = fb.summary(rows, eqs, fb.parse_args(["--no-units"]))
+    halves = [fb.half_of(f"E.{k}") for k in range(12)]
+    wrong = {h: sum(1 for k in range(7, 12) if halves[k] == h) for h in ("tuning", "validation")}
+    for half, n in wrong.items():
+        assert any(line.startswith(f"| kansym | {half} | 0 | not given |") and line.endswith(f"| {n} | 0 | 0 |")
+                   for line in text.splitlines())
+    assert f"| E.4 | kansym | {fb.half_of('E.4')} | `4*x` | — | no (warned) |" in text
