@@ -11,8 +11,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
+import shutil
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Iterator
@@ -150,7 +153,7 @@ def check_same_columns(table, point, resume: str | None) -> None:
 def resume_command(ctx: click.Context, data, example, target, inputs, dropna, out_flag: str, out: str, ckpt: Path) -> str:
     """The command line that continues an interrupted run: its data, its output and every
     other option given on the command line (``--theta 0``, ``--quiet``), then ``--resume CKPT``."""
-    words = [ctx.find_root().info_name or "kansym", ctx.info_name]
+    words = [program_name(ctx.find_root().info_name or "kansym", sys.argv[0] if sys.argv else ""), ctx.info_name]
     words += [str(data)] if data is not None else ["--example", example]
     if target:
         words += ["--target", target]
@@ -165,6 +168,17 @@ def resume_command(ctx: click.Context, data, example, target, inputs, dropna, ou
             words += _option_words(param, ctx.params.get(param.name))
     words += ["--resume", str(ckpt)]
     return " ".join(shlex.quote(w) for w in words)
+
+
+def program_name(name: str, argv0: str) -> str:
+    """How to call the program again: its ``name`` (``kansym``, ``python -m kansym``), or the
+    path it was started by (``.venv/bin/kansym``) when ``name`` alone would not find that
+    script on the ``PATH`` (another one, or none)."""
+    if os.sep not in argv0 or os.path.basename(argv0) != name:
+        return name
+    found = shutil.which(name)
+    same = found is not None and os.path.exists(argv0) and os.path.samefile(found, argv0)
+    return name if same else argv0
 
 
 _NAMED = {"data", "example", "target", "inputs", "dropna", "resume"}  # written by resume_command itself

@@ -221,3 +221,18 @@ def test_a_screened_checkpoint_resumes_on_the_same_table_only():
     for bad in (point("db"), point("bx"), point(""), point("bd", ("z",))):
         with pytest.raises(ConfigError, match="give the same columns"):
             check_same_columns(table, bad, "ck.pt")
+
+
+def test_the_resume_line_calls_the_program_by_the_path_it_was_started_by(tmp_path, monkeypatch):
+    from kansym.cli.run import program_name
+
+    script = tmp_path / "venv" / "bin" / "kansym"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert program_name("kansym", str(script)) == str(script)  # not on the PATH: the path as typed
+    monkeypatch.setenv("PATH", str(script.parent))
+    assert program_name("kansym", str(script)) == "kansym"  # the PATH finds the same script
+    assert program_name("python -m kansym", "/x/kansym/__main__.py") == "python -m kansym"
+    assert program_name("kansym", "kansym") == "kansym"
