@@ -106,7 +106,11 @@ def residual_r2(x_fit: np.ndarray, res_fit: np.ndarray, x_test: np.ndarray, res_
         return math.nan
     fit, test = _even(res_fit.size, MAX_INDEX_ROWS), _even(res_test.size, MAX_INDEX_ROWS // 4)
     x_fit, res_fit, x_test, res_test = x_fit[fit], res_fit[fit], x_test[test], res_test[test]
-    rms = float(np.sqrt(np.mean(np.concatenate([res_fit, res_test]) ** 2)))
+    top = float(max(np.max(np.abs(res_fit)), np.max(np.abs(res_test))))
+    if top == 0.0:
+        return math.nan
+    res_fit, res_test = res_fit / top, res_test / top  # numbers near 1: no square overflows
+    rms = float(np.sqrt(np.mean(np.concatenate([res_fit, res_test]) ** 2))) * top
     if not rms > EXACT_RELATIVE * abs(scale):
         return math.nan
     k = min(k, res_fit.size)
@@ -138,8 +142,8 @@ def formula_residual_r2(predict: Callable[[np.ndarray], np.ndarray], x_fit: np.n
     x_fit, y_fit : ndarray (N, d), (N,)
         The rows its constants were fitted on.
     x_test, y_test : ndarray (M, d), (M,), optional
-        Held-out rows; without them (or with none), the second half of the fitting rows is
-        predicted from the first half.
+        Held-out rows; without them (or with none), the odd fitting rows are predicted from
+        the even ones (not halves: a table sorted by an input would be extrapolated).
 
     Returns
     -------
@@ -148,9 +152,10 @@ def formula_residual_r2(predict: Callable[[np.ndarray], np.ndarray], x_fit: np.n
     """
     x_fit, y_fit = np.asarray(x_fit, float), np.asarray(y_fit, float).ravel()
     if x_test is None or y_test is None or len(y_test) == 0:
-        half = x_fit.shape[0] // 2
-        x_fit, y_fit, x_test, y_test = x_fit[:half], y_fit[:half], x_fit[half:], y_fit[half:]
+        x_fit, y_fit, x_test, y_test = x_fit[::2], y_fit[::2], x_fit[1::2], y_fit[1::2]
     x_test, y_test = np.asarray(x_test, float), np.asarray(y_test, float).ravel()
     with np.errstate(all="ignore"):
         res_fit, res_test = y_fit - predict(x_fit), y_test - predict(x_test)
-    return residual_r2(x_fit, res_fit, x_test, res_test, scale=float(np.std(y_fit)))
+        top = float(np.max(np.abs(y_fit))) if y_fit.size else 0.0
+        scale = float(np.std(y_fit / top)) * top if top > 0 and np.isfinite(top) else 0.0  # no overflow near 1e308
+        return residual_r2(x_fit, res_fit, x_test, res_test, scale=scale)

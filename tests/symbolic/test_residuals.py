@@ -80,8 +80,19 @@ def test_the_law_under_noise_is_not_flagged():
     predict = lambdify_formula(x0 + sympy.Rational(3, 10) * x1, (x0, x1))
     r2_res = formula_residual_r2(predict, x[:4000], y[:4000], x[4000:], y[4000:])
     assert r2_res <= RESIDUAL_R2 / 5
-    # without held-out rows the fitting rows' halves are used: the same verdict
+    # without held-out rows the odd fitting rows are predicted from the even ones: the same verdict
     assert formula_residual_r2(predict, x, y) <= RESIDUAL_R2 / 5
     f = Formula(expr=x0, raw=x0, symbols=(x0, x1), fidelity=Fidelity(0.99, 0.99, 0.0, 0.0), target="y",
                 r2_test=0.99, r2_model_test=0.99, n_test=1000, r2_residual=r2_res)
     assert f.warning is None
+
+
+def test_targets_near_the_float64_limit_give_the_same_verdict_without_overflow():
+    x = _rows()
+    smooth = 0.01 * np.sin(3 * x[:, 0]) * x[:, 1]
+    a = residual_r2(x[:3000], smooth[:3000], x[3000:], smooth[3000:], scale=1.0)
+    with np.errstate(all="raise"):
+        big = residual_r2(x[:3000], 1e306 * smooth[:3000], x[3000:], 1e306 * smooth[3000:], scale=1e306)
+        y = 1e306 * (x[:, 0] + 0.1 * x[:, 1])
+        r = formula_residual_r2(lambda z: 1e306 * z[:, 0], x, y)  # misses the 0.1 x1 term
+    assert big == pytest.approx(a) and r > 0.9
