@@ -143,9 +143,10 @@ def simplify_edges(
         counts of work, not a clock: the same input gives the same formula however
         busy the machine.
     deadline : kansym.deadline.Deadline, optional
-        The run's time limit, looked at before each trial after the start: once it has
-        expired no new trial starts (the last accepted formula is kept) and the cut is
-        recorded. One that does not expire changes nothing.
+        The run's time limit, looked at before each trial after the start and by each
+        trial's refit (which stops at its best point): once it has expired no new trial
+        starts (the last accepted formula is kept) and the cut is recorded. One that does
+        not expire changes nothing.
 
     Returns
     -------
@@ -165,7 +166,9 @@ def simplify_edges(
         raw = s.expressions(symbols)[0]
         k = len(raw.atoms(sympy.Float))
         try:
-            expr, used = refit_constants_counted(raw, symbols, x, y, loss_space=loss, max_nfev=30 * (k + 1))
+            # the limit also stops a trial's refit (one took 50 s of a 108 s limit on a busy machine)
+            expr, used = refit_constants_counted(raw, symbols, x, y, loss_space=loss, max_nfev=30 * (k + 1),
+                                                 deadline=deadline)
             evaluations += used
         except (ValueError, ArithmeticError, TypeError) as exc:
             log.debug("refit failed (%s); using the raw composition", exc)

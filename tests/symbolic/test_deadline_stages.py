@@ -95,7 +95,11 @@ def _summary(tried):
     return [(str(c.expr), c.error, c.bic, c.accepted) for c in tried]
 
 
-def test_the_occam_step_starts_no_trial_after_the_deadline(expiring):
+def test_the_occam_step_starts_no_trial_after_the_deadline(expiring, monkeypatch):
+    import kansym.symbolic.occam as occam
+
+    real = occam.refit_constants_counted  # the trials' refits read the clock too: not counted here
+    monkeypatch.setattr(occam, "refit_constants_counted", lambda *a, deadline=None, **k: real(*a, **k))
     sym, candidates, symbols, x, y = _wiggly_linear_law()
     plain_sym, plain = simplify_edges(sym, candidates, symbols, x, y, max_trials=3)
     timed_sym, timed = simplify_edges(sym, candidates, symbols, x, y, max_trials=3, deadline=never())
@@ -107,6 +111,22 @@ def test_the_occam_step_starts_no_trial_after_the_deadline(expiring):
     last = [c for c in cut if c.accepted][-1]  # the last accepted network is what stands
     assert {k: f.primitive for k, f in cut_sym.edges.items()} == last.primitives
     assert d.cuts == ("Occam step: stopped after 1 trials",)
+
+
+def test_an_occam_trial_s_refit_is_given_the_deadline(monkeypatch):
+    import kansym.symbolic.occam as occam
+
+    seen, real = [], occam.refit_constants_counted
+
+    def spy(*a, deadline=None, **k):
+        seen.append(deadline)
+        return real(*a, deadline=deadline, **k)
+
+    monkeypatch.setattr(occam, "refit_constants_counted", spy)
+    sym, candidates, symbols, x, y = _wiggly_linear_law()
+    d = never()
+    simplify_edges(sym, candidates, symbols, x, y, max_trials=3, deadline=d)
+    assert len(seen) == 4 and all(s is d for s in seen)  # the start and three trials (stop 24: one ran 50 s)
 
 
 def test_refinement_stops_snapping_at_the_deadline(expiring):
