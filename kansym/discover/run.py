@@ -35,7 +35,7 @@ from kansym.discover.rows import Rows, check_run, finetune_grid
 from kansym.discover.oracle import structure_stage, wants_structure
 from kansym.discover.screened import screened_discover
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage
-from kansym.discover.structure import additivity, interaction_error
+from kansym.discover.structure import additivity, interaction_error, table_space
 from kansym.discover.symbolify import symbolify_stage, wants_direct_search
 from kansym.graph.build import to_networkx
 from kansym.io.bundle import ModelBundle
@@ -243,6 +243,7 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
     """
     rows = Rows.split(x, y, config)
     log.info("%s", rows.sizes(config))
+    config = config.replace(space=table_space(config.space, x, y))  # every row, not the training subsample
     if resume is not None:
         resume.check_rows(rows)
         for cut in resume.cuts:  # what the interrupted run's limit had cut before its training ended

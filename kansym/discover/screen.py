@@ -39,7 +39,7 @@ from scipy.stats import norm
 
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.result import split_holdout
-from kansym.discover.structure import choose_space, legendre_features
+from kansym.discover.structure import choose_space, legendre_features, table_space
 from kansym.errors import ConfigError
 from kansym.symbolic.verify import r2_score
 
@@ -205,7 +205,7 @@ def screen_inputs(x: np.ndarray, y: np.ndarray, input_names: Sequence[str],
     perm = np.random.default_rng([config.seed, 19]).permutation(fit_idx)
     n_fit = min(FIT_ROWS, len(perm) // 2)
     tr, ev = np.sort(perm[:n_fit]), np.sort(perm[n_fit:n_fit + EVAL_ROWS])
-    space = choose_space(x[tr], y[tr], config.space)
+    space = choose_space(x[tr], y[tr], table_space(config.space, x, y))
     g = np.log if space == "log" else (lambda a: a)
     u, v = g(x), g(y[:, 0])
     rng = np.random.default_rng([config.seed, 23])

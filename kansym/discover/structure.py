@@ -21,7 +21,8 @@ import numpy as np
 from kansym.errors import DataError
 from kansym.symbolic.verify import nrmse, r2_score
 
-__all__ = ["choose_space", "additive_r2", "interaction_r2", "interaction_error", "additivity", "legendre_features"]
+__all__ = ["table_space", "choose_space", "additive_r2", "interaction_r2", "interaction_error", "additivity",
+           "legendre_features"]
 
 
 def legendre_features(x: np.ndarray, degree: int, pairs: int, lo: np.ndarray | None = None,
@@ -92,6 +93,19 @@ def interaction_error(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, y_test: 
         return float("inf")
     coef, *_ = np.linalg.lstsq(A, y, rcond=None)
     return nrmse(yt, legendre_features(xt, degree, pairs, x.min(axis=0), x.max(axis=0)) @ coef)
+
+
+def table_space(space: str, *tables: np.ndarray) -> str:
+    """``space`` for a run on these rows: ``"auto"`` becomes ``"linear"`` when some value of
+    some table is not positive (log units are impossible there), else stays as it is.
+
+    The stages choose their units (:func:`choose_space`) on the rows they train on, a
+    subsample: a noisy target near 0 with one negative value among 10,000 rows let the KAN
+    train in log units on 3,000 positive rows, and the refinement on all rows then failed.
+    """
+    if space != "auto":
+        return space
+    return space if all(bool(np.all(np.asarray(t) > 0)) for t in tables if t is not None) else "linear"
 
 
 def choose_space(x: np.ndarray, y: np.ndarray, space: str = "auto", *, decades: float = 2.0) -> str:

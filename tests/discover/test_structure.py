@@ -85,3 +85,24 @@ def test_additivity_against_the_noise_floor():
     assert additive and floor == 0.9999
     signed = x[:, 0] * np.sin(x[:, 1])  # crosses zero: linear units, not additive
     assert _additivity(x, signed[:, None], DiscoverConfig())[0] is False
+
+
+def test_one_non_positive_row_outside_the_training_subsample_rules_out_log_units():
+    # noise 0.01 on a target near 0 left one negative value among 10,000 rows; the KAN trained in
+    # log units on 3,000 positive ones and the refinement on all rows raised a DataError (stop 24)
+    from kansym.discover import DiscoverConfig, discover
+    from kansym.discover.rows import Rows
+    from kansym.discover.structure import table_space
+
+    rng = np.random.default_rng(0)
+    x = 10 ** rng.uniform(0, 2, (1500, 2))
+    y = x[:, 0] / x[:, 1] ** 2
+    config = DiscoverConfig(max_train_rows=300, time_limit=60)
+    rows = Rows.split(x, y[:, None], config)
+    outside = next(i for i in range(len(x)) if not np.any(np.all(rows.x_train == x[i], axis=1)))
+    y[outside] = -1e-4
+    assert choose_space(rows.x_train, rows.y_train) == "log"  # what the training rows alone allow
+    assert table_space("auto", x, y) == "linear" and table_space("log", x, y) == "log"
+    assert table_space("auto", x, np.abs(y)) == "auto"
+    found = discover(x, y, ["a", "b"], ["y"], config, progress=False)
+    assert found.trained.transform.log_space is False and np.isfinite(found.formulas[0].r2_test)
