@@ -18,7 +18,7 @@ from kansym.io.bundle import ModelBundle
 from kansym.prune.prune import mask_nodes
 from kansym.symbolic.verify import is_exact_recovery
 
-pytestmark = pytest.mark.slow
+# not marked slow: the real end-to-end runs the default test command keeps (about 15 s)
 
 SHARED_KEPLER = Path(__file__).resolve().parents[2] / "shared" / "data" / "kepler.csv"
 # CI has ../shared beside the checkout; elsewhere the copy shipped in the package is the same file

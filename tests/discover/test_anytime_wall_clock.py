@@ -81,7 +81,6 @@ def _check_answer(stdout: str, out_dir, limit: str) -> dict:
     return record
 
 
-@pytest.mark.slow
 def test_fit_with_time_limit_20_on_a_run_that_cannot_finish_exits_0_within_30_s(law_csv, tmp_path):
     out, margin = tmp_path / "o", _margin()
     t0 = time.monotonic()

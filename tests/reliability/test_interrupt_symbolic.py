@@ -63,7 +63,6 @@ def _no_training(*args, **kwargs):
     raise AssertionError("a resumed run after the training must not train")
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="needs SIGINT delivery to a child")
 def test_sigint_in_the_per_edge_fits_then_the_printed_command_finishes_without_training(tmp_path,
                                                                                            sigint_as_at_a_terminal):
