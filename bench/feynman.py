@@ -216,6 +216,7 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         "r2_test": r2_test,
         "r2_model_test": formula.r2_model_test,  # the model's R² on the pipeline's own held-out rows
         "r2_formula_heldout": formula.r2_test, "r2_reference_test": formula.r2_reference_test,  # the same rows
+        "r2_residual": formula.r2_residual,  # the residual test (kansym.symbolic.residuals); NaN: no verdict
         "warning": formula.warning,
         "complexity": int(sympy.count_ops(formula.expr)),
         "seconds": round(seconds, 2),
