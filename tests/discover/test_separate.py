@@ -128,3 +128,14 @@ def test_structure_off_keeps_the_kan_path():
     y = x[:, 0] + x[:, 1] * np.sin(x[:, 2])
     f = discover(x, y, ["a", "b", "c"], ["y"], DiscoverConfig(seed=0, structure=False)).formulas[0]
     assert f.origin != "structure" and f.structure is None
+
+
+def test_a_recombination_s_shared_constants_cancel_without_changing_its_values():
+    from kansym.discover.separate import tidy
+
+    v, p, g, q, m, w, w0 = sympy.symbols("V p g q m w w0", positive=True)
+    c, k = sympy.Float(0.0950111044046), sympy.Float(0.785116669955)
+    assert tidy(c * v * p / (c * g - c)) == v * p / (g - 1)
+    assert tidy(k * q / (m * (k * w0**2 - k * w**2))) == q / (m * (w0**2 - w**2))
+    odd = sympy.Float(0.30586325678986) * q * w**sympy.Float(1.37)  # nothing shared, nothing exact: unchanged
+    assert tidy(odd) == odd
