@@ -267,8 +267,9 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
                 deadline.cut("the hidden-layer KAN after the additive shortcut: skipped")
                 short = replace(short, seconds={**short.seconds, "direct": direct_seconds})
                 return _referenced(short, reference, rows), rows
-            log.info("the additive KAN's formula has held-out R² %.6g < %.6g; training the hidden layer too",
-                     f.r2_test, floor)
+            why = (f"has held-out R² {f.r2_test:.6g} < {floor:.6g}" if f.r2_test < floor
+                   else "is not a verified answer (partial, or flagged)")
+            log.info("the additive KAN's formula %s; training the hidden layer too", why)
             runs.append(short)
         runs.append(_run_once(rows, direct, input_names, output_names, config, config, progress,
                               resume and resume.for_run("main"), "main", deadline, stages))

@@ -81,7 +81,8 @@ def screened_discover(discovery: Callable[[Sequence[int], Any], Any], x: np.ndar
     if not plan.removed:
         log.info("input screening kept every column (%s)", _kept_note(plan))
         return replace(run(everything, None), screening=plan)
-    log.info("input screening dropped %s: %s; kept %s (keep_inputs forces a column)",
+    log.info("input screening dropped %s: %s; kept %s (to keep a column whatever the test says: "
+             "--keep-inputs, or keep_inputs in the API)",
              ", ".join(names[i] for i in plan.removed), _dropped_note(plan), _kept_note(plan))
     found = run(plan.kept, None)
     worse = _clearly_worse(found, plan, x, y, config)
