@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 import sympy
 import torch
 from click.testing import CliRunner
