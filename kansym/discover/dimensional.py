@@ -35,7 +35,6 @@ from kansym.errors import DataError
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import refine, simplify_formula
-from kansym.symbolic.residuals import formula_residual_r2
 from kansym.symbolic.verify import fidelity, r2_score
 
 __all__ = ["UnitsDiscovery", "discover_with_units", "CONSTANT_R2", "TRY_CONSTANT_R2"]
@@ -262,10 +261,9 @@ def _constant(red: Reduction, x, y, fit_idx, test_idx, n_test, symbols, target, 
         n_test=n_test,
         front=front,
         origin="units",
-        r2_residual=formula_residual_r2(lambdify_formula(expr, symbols), x[fit_idx], y[fit_idx], x[test_idx],
-                                        y[test_idx]),
         reason=f"{target} is a constant times the monomial {red.monomial(symbols)} of the dimensional analysis",
     )
+    formula = replace(formula, r2_residual=formula.residual_test(x[fit_idx], y[fit_idx], x[test_idx], y[test_idx]))
     const_red = Reduction(red.names, red.dims, red.p, (), ())
     return UnitsDiscovery(trained=None, pruned=None, prune_result=None, symbolic=None, formulas=(formula,),
                           graph=nx.DiGraph(), seconds={"constant": time.perf_counter() - t0}, runs=0,
@@ -302,10 +300,9 @@ def _map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_id
         pred = np.broadcast_to(np.asarray(_predict(ce, symbols, x[test_idx]), dtype=np.float64), (len(test_idx),))
         closed = ClosedForm(ce, r2_score(y[test_idx], pred, nonfinite="-inf"), expression_complexity(ce),
                             f.closed_form.origin)
-    return Formula(
+    mapped = Formula(
         expr=expr, raw=raw, symbols=tuple(symbols), fidelity=fid, target=target, candidates=cands,
         r2_test=next(e.r2 for e in front if e.chosen), r2_model_test=r2_score(y[test_idx], y_model_test),
         n_test=f.n_test, front=front, closed_form=closed,
-        r2_residual=float("nan") if f.partial else formula_residual_r2(
-            lambdify_formula(expr, symbols), x[fit_idx], y[fit_idx], x[test_idx], y[test_idx]),
     )
+    return replace(mapped, r2_residual=mapped.residual_test(x[fit_idx], y[fit_idx], x[test_idx], y[test_idx]))

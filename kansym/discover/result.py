@@ -14,6 +14,7 @@ from sympy.core.function import AppliedUndef
 from kansym.io.bundle import ModelBundle
 from kansym.prune.prune import PruneResult
 from kansym.symbolic.compose import SymbolicKAN, lambdify_formula
+from kansym.symbolic.residuals import formula_residual_r2
 from kansym.symbolic.verify import Fidelity
 
 __all__ = ["Formula", "ClosedForm", "Discovery", "RunInterrupted", "split_holdout", "MIN_ROWS", "MIN_HOLDOUT_ROWS",
@@ -176,6 +177,12 @@ class Formula:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """Evaluate on CSV inputs ``(N, d_in)`` -> ``(N,)``."""
         return lambdify_formula(self.expr, self.symbols)(x)
+
+    def residual_test(self, x_fit: np.ndarray, y_fit: np.ndarray, x_test: np.ndarray | None = None,
+                      y_test: np.ndarray | None = None) -> float:
+        """The value :attr:`r2_residual` takes on these rows
+        (:func:`kansym.symbolic.residuals.formula_residual_r2`); NaN for a partial formula."""
+        return float("nan") if self.partial else formula_residual_r2(self, x_fit, y_fit, x_test, y_test)
 
 
 @dataclass(frozen=True)

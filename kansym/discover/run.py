@@ -40,10 +40,9 @@ from kansym.discover.symbolify import symbolify_stage, wants_direct_search
 from kansym.graph.build import to_networkx
 from kansym.io.bundle import ModelBundle
 from kansym.prune.scores import edge_scores
-from kansym.symbolic.compose import input_symbols, lambdify_formula
+from kansym.symbolic.compose import input_symbols
 from kansym.symbolic.direct import DirectCandidate, direct_search
 from kansym.symbolic.pareto import expression_complexity
-from kansym.symbolic.residuals import formula_residual_r2
 
 __all__ = ["discover", "train", "check_run", "Rows"]
 
@@ -311,17 +310,9 @@ def _referenced(found: Discovery, r2_reference: float, rows: Rows) -> Discovery:
     """``found`` with what its formulas' verification needs beyond their R²: the reference
     model's held-out R² and the residual test (:attr:`Formula.r2_residual`)."""
     return replace(found, formulas=tuple(
-        replace(f, r2_reference_test=r2_reference, r2_residual=_residual_r2(f, rows, k))
+        replace(f, r2_reference_test=r2_reference, r2_residual=f.residual_test(
+            rows.x, rows.y[:, k], rows.x_test, None if rows.y_test is None else rows.y_test[:, k]))
         for k, f in enumerate(found.formulas)))
-
-
-def _residual_r2(f: Formula, rows: Rows, output: int) -> float:
-    """:func:`~kansym.symbolic.residuals.formula_residual_r2` of ``f`` on the run's rows; NaN
-    for a partial formula."""
-    if f.partial:
-        return float("nan")
-    return formula_residual_r2(lambdify_formula(f.expr, f.symbols), rows.x, rows.y[:, output], rows.x_test,
-                               None if rows.y_test is None else rows.y_test[:, output])
 
 
 def _finish(result: Discovery) -> Discovery:

@@ -34,7 +34,6 @@ from kansym.symbolic.direct import DirectCandidate, direct_search, selection_sco
 from kansym.symbolic.occam import Candidate, simplify_edges
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import refine
-from kansym.symbolic.residuals import formula_residual_r2
 from kansym.symbolic.snap import round_constants
 from kansym.symbolic.verify import Fidelity, fidelity, nrmse, r2_score
 
@@ -212,8 +211,7 @@ def symbolify_bundle(
     )
     # the residual test on the rows, in the working units (none held out: the odd rows
     # predicted from the even ones)
-    formulas = tuple(f if f.partial else replace(f, r2_residual=formula_residual_r2(
-        lambdify_formula(f.expr, f.symbols), xw, yw[:, k])) for k, f in enumerate(formulas))
+    formulas = tuple(replace(f, r2_residual=f.residual_test(xw, yw[:, k])) for k, f in enumerate(formulas))
     formulas = tuple(formula_to_table(f, scales, k) for k, f in enumerate(formulas))
     for k, f in enumerate(formulas):
         check_representable(f, x, y[:, k], scales)
