@@ -15,7 +15,10 @@ For each equation of a CSV in the format of ``shared/data/feynman/equations.csv`
    AI Feynman's first step); ``--no-units`` runs without them;
 3. check exact recovery with :func:`kansym.symbolic.verify.is_exact_recovery` (SRBench:
    floats rounded to 3 significant digits, difference or ratio to the truth constant),
-   each variable's sign taken from its range (:meth:`Equation.truth_on_ranges`)
+   each variable's sign taken from its range (:meth:`Equation.truth_on_ranges`), and the
+   ranges given as the domain (where sympy cannot decide the sign of a root such as
+   ``sqrt(c - v)`` alone, roots are combined as for positive bases, and that verdict counts
+   only when the formula equals the law up to a constant on 64 points of the ranges)
    and the formula's R² on the held-out rows (noise-free targets).
 
 Each equation runs in its own process with one thread, ``--jobs`` at a time; kansym gets
@@ -207,7 +210,8 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
     with np.errstate(all="ignore"):
         pred = formula(data.x_test)
     r2_test = r2_score(data.y_test, pred) if np.all(np.isfinite(pred)) else None
-    recovered = bool(is_exact_recovery(eq.truth_on_ranges(), formula.expr, symbols=list(eq.names)))
+    recovered = bool(is_exact_recovery(eq.truth_on_ranges(), formula.expr, symbols=list(eq.names),
+                                       domain=(eq.lows, eq.highs)))
     return {
         "id": eq.id,
         "recovered": recovered and seconds <= args.time_limit,
@@ -218,6 +222,7 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         "r2_formula_heldout": formula.r2_test, "r2_reference_test": formula.r2_reference_test,  # the same rows
         "r2_residual": formula.r2_residual,  # the residual test (kansym.symbolic.residuals); NaN: no verdict
         "warning": formula.warning,
+        "origin": formula.origin,  # which search found it: kan, direct search, structure
         "complexity": int(sympy.count_ops(formula.expr)),
         "seconds": round(seconds, 2),
         "seconds_by_stage": {k: round(v, 2) for k, v in result.seconds.items()},

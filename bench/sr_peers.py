@@ -265,7 +265,8 @@ def score(eq, expr: sympy.Expr, rows: Rows) -> dict:
         except (TypeError, ValueError, ZeroDivisionError):  # complex or symbolic leftovers
             pred = np.full(rows.y_test.shape, np.nan)
     r2 = r2_score(rows.y_test, pred) if np.all(np.isfinite(pred)) else None
-    return {"recovered": bool(is_exact_recovery(eq.truth_on_ranges(), expr, symbols=list(eq.names))),
+    return {"recovered": bool(is_exact_recovery(eq.truth_on_ranges(), expr, symbols=list(eq.names),
+                                                domain=(eq.lows, eq.highs))),
             "formula": str(expr), "r2_test": r2, "complexity": int(sympy.count_ops(expr)),
             "guardrails": list(guardrail_flags(expr))}
 

@@ -76,11 +76,13 @@ def round_floats(expr: sympy.Expr, digits: int = 3, zero_tol: float = 1e-4) -> s
     return expr.xreplace(sub)
 
 
-def _numeric_verdict(true: sympy.Expr, cand: sympy.Expr, syms: list[sympy.Symbol], seed: int
-                     ) -> tuple[bool, bool] | None:
-    """``(clearly_constant, clearly_not)`` from 64 random points in [0.5, 2]^d, or None."""
+def _numeric_verdict(true: sympy.Expr, cand: sympy.Expr, syms: list[sympy.Symbol], seed: int,
+                     domain: tuple[Sequence[float], Sequence[float]] | None = None) -> tuple[bool, bool] | None:
+    """``(clearly_constant, clearly_not)`` from 64 random points in ``domain`` (lows, highs per
+    symbol; default [0.5, 2]^d), or None."""
     rng = np.random.default_rng(seed)
-    pts = rng.uniform(0.5, 2.0, size=(64, len(syms)))
+    lo, hi = (0.5, 2.0) if domain is None else (np.asarray(domain[0], float), np.asarray(domain[1], float))
+    pts = rng.uniform(lo, hi, size=(64, len(syms)))
     with np.errstate(all="ignore"):
         try:
             t = np.broadcast_to(np.asarray(sympy.lambdify(syms, true, "numpy")(*pts.T), float), (64,))
@@ -103,7 +105,8 @@ def _numeric_verdict(true: sympy.Expr, cand: sympy.Expr, syms: list[sympy.Symbol
 
 def is_exact_recovery(true_expr: sympy.Expr | str, candidate_expr: sympy.Expr | str, *,
                       symbols: Sequence[Any] | None = None, timeout: float = 5.0,
-                      pi_as_float: bool = False, seed: int = 0) -> bool:
+                      pi_as_float: bool = False, seed: int = 0,
+                      domain: tuple[Sequence[float], Sequence[float]] | None = None) -> bool:
     """SRBench exact symbolic recovery of ``true_expr`` by ``candidate_expr``.
 
     Parameters
@@ -123,6 +126,13 @@ def is_exact_recovery(true_expr: sympy.Expr | str, candidate_expr: sympy.Expr | 
         whose ``pi`` was snapped symbolically is recognised.
     seed : int
         Seed of the random points of the numeric pre-check.
+    domain : (sequence of float, sequence of float), optional
+        Lows and highs of ``symbols`` (the ranges the law holds on): the numeric test draws
+        its points there, and where sympy cannot decide a root's sign alone
+        (``sqrt(c + v) sqrt(1/(c - v))`` against ``(1 + v/c)/sqrt(1 - v^2/c^2)``: ``c > v`` on
+        the ranges) the symbolic test is run again with roots and powers combined as for
+        positive bases (``powsimp(force=True)``), its verdict taken only when the numeric
+        one on the domain agrees.
 
     Returns
     -------
@@ -155,15 +165,17 @@ def is_exact_recovery(true_expr: sympy.Expr | str, candidate_expr: sympy.Expr | 
     varset = set(syms)
     if not (cand.free_symbols & varset):
         return not (true.free_symbols & varset)
-    verdict = _numeric_verdict(true, cand, syms, seed) if syms else None
+    if domain is not None and (len(domain[0]) != len(syms) or len(domain[1]) != len(syms)):
+        raise ValueError(f"domain needs one low and one high per symbol ({len(syms)}).")
+    verdict = _numeric_verdict(true, cand, syms, seed, domain) if syms else None
     if verdict is not None and verdict[1]:
         return False
 
-    def symbolic() -> bool:
-        diff = sympy.simplify(true - cand)
+    def symbolic(rewrite=lambda e: e) -> bool:
+        diff = sympy.simplify(rewrite(true - cand))
         if diff.is_finite is not False and not (diff.free_symbols & varset):
             return True
-        ratio = sympy.simplify(cand / true)
+        ratio = sympy.simplify(rewrite(cand / true))
         return ratio.is_finite is not False and not (ratio.free_symbols & varset) and ratio != 0
 
     small = sympy.count_ops(true) + sympy.count_ops(cand) <= 40
@@ -171,6 +183,10 @@ def is_exact_recovery(true_expr: sympy.Expr | str, candidate_expr: sympy.Expr | 
     if result is None:
         logger.debug("symbolic recovery check timed out; using the numeric verdict")
         return bool(verdict is not None and verdict[0])
+    if not result and domain is not None and verdict is not None and verdict[0]:
+        forced = _timed(lambda: symbolic(lambda e: sympy.powsimp(sympy.powdenest(e, force=True), force=True)),
+                        timeout, run_untimed=small)
+        result = bool(forced)
     return bool(result)
 
 

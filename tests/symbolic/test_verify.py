@@ -71,3 +71,18 @@ def test_fidelity():
     assert math.isnan(fidelity(f, X, target).r2_model)
     with pytest.raises(DataError):
         fidelity(lambda A: A[:3, 0], X, target)
+
+
+def test_a_domain_decides_the_sign_of_a_root_sympy_cannot():
+    c, v, w = sympy.symbols("c v omega_0", positive=True)
+    truth = (1 + v / c) / sympy.sqrt(1 - v ** 2 / c ** 2) * w
+    cand = sympy.sympify("omega_0*sqrt(c + v)*sqrt(1/(c - v))")  # equal where c > v
+    names = ["c", "v", "omega_0"]
+    domain = ([3.0, 1.0, 1.0], [10.0, 2.0, 5.0])
+    assert not is_exact_recovery(truth, cand, symbols=names)  # sympy alone: c - v of unknown sign
+    assert is_exact_recovery(truth, cand, symbols=names, domain=domain)
+    # an approximation is no recovery, with or without the domain
+    close = sympy.sympify("omega_0*sqrt(c + v)*sqrt(1/(c - 1.01*v))")
+    assert not is_exact_recovery(truth, close, symbols=names, domain=domain)
+    with pytest.raises(ValueError, match="one low and one high per symbol"):
+        is_exact_recovery(truth, cand, symbols=names, domain=([1.0], [2.0]))
