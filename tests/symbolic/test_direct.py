@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from kansym.cli.main import cli
 from kansym.errors import ConfigError
 from kansym.discover import DiscoverConfig, discover
-from kansym.symbolic.direct import DirectCandidate, _unary, choose, direct_search, selection_score
+from kansym.symbolic._vocabulary import _unary
+from kansym.symbolic.direct import DirectCandidate, choose, direct_search, selection_score
 from kansym.symbolic.verify import is_exact_recovery
 
 
@@ -31,6 +32,10 @@ def _search(law: str, ranges: dict, rows: int = 2000):
     ("sqrt(x**2 - pi**2)", {"x": (4, 12)}),  # y**2 = x**2 - pi**2: pi**2 snapped
     ("(a + b)/(1 + a*b)", {"a": (0.2, 1), "b": (0.2, 1)}),  # relativistic addition: implicit (rational)
     ("1 + a*cos(t)", {"a": (0.2, 5), "t": (1, 5)}),  # a product with a sign-changing factor
+    # occupation numbers with their constant (links log(1 + 1/y), log(1/y - 1))
+    ("1/(exp(x/(2*pi)) - 1)", {"x": (0.04, 25)}),
+    ("1/(exp(3*x/2) + 1)", {"x": (0.1, 4)}),
+    ("1/(2*cosh(1/x))", {"x": (0.1, 9)}),  # a law of a ratio met in the other orientation
 ])
 def test_direct_search_recovers_dimensionless_laws(law, ranges):
     truth, best, names = _search(law, ranges)
