@@ -19,11 +19,15 @@ import sympy
 from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic.constants import too_long
 from kansym.symbolic.refit import LossSpace, refit_constants, refit_constants_counted
-from kansym.symbolic.snap import clean_floats, reduce_phases, round_constants, snap_constant, snap_constants
+from kansym.symbolic.snap import (clean_floats, reduce_phases, round_constants, snap_constant, snap_constants,
+                                  unify_floats)
 
 __all__ = ["refit_constants", "refit_constants_counted", "snap_constant", "snap_constants", "reduce_phases",
            "simplify_formula", "refine", "merge_numeric_factors", "clean_floats", "shorten_numbers",
            "exact_as_floats"]
+
+
+SECOND_PASS_FLOATS = 12  # at most this many floats left: a second snapping pass after the first fused some
 
 
 def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
@@ -38,10 +42,11 @@ def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
     stopped after a count of work, and a cut-off in seconds would make a busy machine
     print another formula. The candidate with the fewest operations wins, then the one with
     the fewest floats (ties: the first, the input itself); a rewrite with more floats than
-    the input (an exact number written as a float) is not a candidate. Integers and rationals of more than 9 digits
-    become floats (:func:`shorten_numbers`).
+    the input (an exact number written as a float) is not a candidate. Floats within 1e-9 of each
+    other in magnitude are made one first (:func:`~kansym.symbolic.snap.unify_floats`). Integers and
+    rationals of more than 9 digits become floats (:func:`shorten_numbers`).
     """
-    expr = sympy.sympify(expr)
+    expr = unify_floats(sympy.sympify(expr))  # twin constants as one: factor_terms can take them out
     options: list[Callable[[sympy.Expr], sympy.Expr]] = [sympy.powsimp, sympy.factor_terms, sympy.together]
     # sympy.simplify of an Abs of a sum (the abs primitive) can take minutes at 39 operations
     # (a relativistic velocity sum's KAN formula: 140 s, 4.6 s without the Abs): the cheap passes only
@@ -99,12 +104,17 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         As :func:`refit_constants`.
     """
     out = refit_constants(expr, symbols, X, y, loss_space=loss_space, deadline=deadline)
+    fitted = len(out.atoms(sympy.Float))
     if snap:
         out = snap_constants(out, symbols, X, y, loss_space=loss_space, noise=noise, deadline=deadline)
     if simplify:
         out = simplify_formula(out)
     merged = merge_numeric_factors(out)
-    if snap and merged != out:
+    # a snap can fuse floats that were one constant, not identifiable apart (c1 (c2 x + c3)
+    # with c3 snapped to 0 is one c1 c2 x), and the fused one was never a candidate: decide
+    # again when the snaps left fewer floats (and few enough for a second pass to be cheap)
+    fused = fitted > len(merged.atoms(sympy.Float)) and len(merged.atoms(sympy.Float)) <= SECOND_PASS_FLOATS
+    if snap and (merged != out or fused):
         # simplification can leave products such as 0.3183*pi (= 1): snap the merged float
         out = snap_constants(merged, symbols, X, y, loss_space=loss_space, noise=noise, deadline=deadline)
         if simplify:
@@ -135,6 +145,45 @@ def merge_numeric_factors(expr: sympy.Expr) -> sympy.Expr:
         return sympy.Mul(sympy.Float(sympy.Mul(*numeric).evalf()), *rest)
 
     return sympy.sympify(expr).replace(lambda e: e.is_Mul, merge)
+
+
+def monic_denominators(expr: sympy.Expr) -> sympy.Expr:
+    """Take the scale out of every power of a sum with float coefficients (a reciprocal, a root),
+    the numeric factors then merged (:func:`merge_numeric_factors`); values unchanged.
+
+    A product of pieces each fitted with its own scale, ``(0.3 a + b) / (0.30036 - 0.30043 w)``
+    or ``0.2675 sqrt(14.1 x^2 + 14.1 y^2 - 0.7)``, has one scale too many: a refit cannot tell
+    the outer factor from the inner ones, and no constant stands alone to be snapped. A
+    reciprocal ``(c + ...)^-n`` is written with its constant term 1, ``c^-n (1 + .../c)^-n``;
+    any other power of a sum (not a positive integer one) with its first term's positive
+    float coefficient ``g`` taken out, ``g^e (x + .../g)^e``.
+    """
+    def monic(e: sympy.Expr) -> sympy.Expr:
+        base, n = e.args
+        const = next((a for a in base.args if a.is_Number), None)
+        if n.is_integer and isinstance(const, sympy.Float) and const != 0:
+            pivot, c = const, const
+        else:
+            pivot = next((t for t in base.args if not t.is_Number and isinstance(t.as_coeff_Mul()[0], sympy.Float)
+                          and t.as_coeff_Mul()[0] > 0), None)
+            if pivot is None:
+                return e
+            c = pivot.as_coeff_Mul()[0]
+        terms = [(sympy.S.One if t is const else t.as_coeff_Mul()[1]) if t is pivot else t / c for t in base.args]
+        return sympy.Pow(c, n) * sympy.Pow(sympy.Add(*terms), n)
+
+    def spread(e: sympy.Expr) -> sympy.Expr:  # c (a x + b) ... -> (c a x + c b) ...: one scale
+        floats = [a for a in e.args if isinstance(a, sympy.Float)]
+        sums = [a for a in e.args if a.is_Add and all(t.as_coeff_Mul()[0].is_Float for t in a.args)]
+        if len(floats) != 1 or len(sums) != 1:
+            return e
+        rest = [a for a in e.args if a is not floats[0] and a is not sums[0]]
+        return sympy.Mul(sympy.Add(*[floats[0] * t for t in sums[0].args]), *rest)
+
+    out = sympy.sympify(expr).replace(
+        lambda e: e.is_Pow and e.args[0].is_Add and e.args[1].is_number
+        and not (e.args[1].is_integer and e.args[1] > 0), monic)
+    return merge_numeric_factors(out).replace(lambda e: e.is_Mul, spread)
 
 
 def exact_as_floats(expr: sympy.Expr) -> sympy.Expr:

@@ -256,3 +256,22 @@ def clean_floats(expr: sympy.Expr, *, rel_tol: float = 1e-9) -> sympy.Expr:
         if cands and (cands[0].expr != 0 or float(f) == 0):
             subs[f] = cands[0].expr
     return expr.xreplace(subs) if subs else expr
+
+
+def unify_floats(expr: sympy.Expr, *, rel_tol: float = 1e-9) -> sympy.Expr:
+    """Give floats within ``rel_tol`` of each other in magnitude one value (each keeps its sign).
+
+    Arithmetic on fitted constants leaves twins that differ in the last digits
+    (``0.999486630731 - 0.9994866307313 v/c``); as one value ``factor_terms`` can take them
+    out of the sum, and a constant that was there twice is one (values unchanged to ``rel_tol``).
+    """
+    expr = sympy.sympify(expr)
+    floats = sorted(expr.atoms(sympy.Float), key=lambda f: abs(float(f)))
+    subs, lead = {}, None
+    for f in floats:
+        a = abs(float(f))
+        if lead is not None and a - abs(float(lead)) <= rel_tol * a and a != abs(float(lead)):
+            subs[f] = sympy.Float(math.copysign(abs(float(lead)), float(f)))
+        else:
+            lead = f
+    return expr.xreplace(subs) if subs else expr
