@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kansym.discover.noise import TRANSFORMS
+
 __all__ = ["Split"]
 
 
@@ -13,7 +15,7 @@ class Split:
 
     Attributes
     ----------
-    kind : {"sum", "product", "symmetry", "leaf"}
+    kind : {"sum", "product", "symmetry", "transform", "leaf"}
     variables : tuple of str
         The inputs of this node.
     offset : float
@@ -21,7 +23,9 @@ class Split:
     children : tuple of Split
     relation : str
         Of a symmetry node: the new variable of its one child, ``"w = a - b"``
-        (:mod:`kansym.discover.symmetry`).
+        (:mod:`kansym.discover.symmetry`); of a transform node: the transform whose value of
+        the law its one child solves (``"square"``, ``"inverse"``,
+        :data:`kansym.discover.noise.TRANSFORMS`).
     """
 
     kind: str
@@ -36,6 +40,8 @@ class Split:
             return f"f({', '.join(self.variables)})"
         if self.kind == "symmetry":
             return f"{self.children[0].describe()} with {self.relation}"
+        if self.kind == "transform":
+            return TRANSFORMS[self.relation].text.format(self.children[0].describe())
         parts = [c.describe() if c.kind == "leaf" else f"({c.describe()})" for c in self.children]
         text = (" + " if self.kind == "sum" else " * ").join(parts)
         return f"{self.offset:.6g} + {text}" if self.kind == "product" and self.offset else text

@@ -9,10 +9,10 @@ The test moves ``x_i`` of a data row ``a`` to its value in another row ``b`` and
 compensates in ``x_j`` so that the combination keeps its value (``x_j + (b_i - a_i)`` for
 the difference, ``x_j b_i / a_i`` for the ratio, ...). Only moved rows whose new ``x_j``
 stays inside the data's range are used: the oracle is trusted only there. The law has the
-symmetry when the RMS change of ``f`` under the compensated move is within
-``NOISE_FACTOR`` oracle errors, while the same move without compensation changes ``f``
-by more than ``EFFECT_FACTOR`` times that: the input must matter for its invariance to
-mean anything.
+symmetry when the change of ``f`` under the compensated move, each row's in units of the
+oracle's error at both ends (:mod:`kansym.discover.noise`), has an RMS within
+``NOISE_FACTOR``, while the same move without compensation changes ``f`` by more than
+``EFFECT_FACTOR`` times that: the input must matter for its invariance to mean anything.
 
 The reduced oracle ``g(rest, w)`` realises ``w`` by a pair ``(x_i, x_j)`` inside the
 data's box (``x_j`` at the middle of the interval that keeps both inputs in range), so
@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import sympy
+
+from kansym.discover.noise import as_error
 
 __all__ = ["KINDS", "Symmetry", "find_symmetry", "reduced_problem"]
 
@@ -91,8 +93,9 @@ def find_symmetry(f: Oracle, z: np.ndarray, eps: float, *, seed: int = 0) -> Sym
         The oracle.
     z : ndarray (N, d), ``d >= 2``
         Data rows (the box the oracle is trusted in).
-    eps : float
-        The oracle's RMS error (units of ``f``).
+    eps : float or kansym.discover.noise.OracleError
+        The oracle's RMS error (units of ``f``), or its error model (the tolerance of a move
+        is then the RMS of the error at both ends).
 
     Returns
     -------
@@ -104,8 +107,9 @@ def find_symmetry(f: Oracle, z: np.ndarray, eps: float, *, seed: int = 0) -> Sym
     rng = np.random.default_rng([seed, 47])
     a, b = z[rng.integers(0, n, PAIRS)], z[rng.integers(0, n, PAIRS)]
     lo, hi = z.min(axis=0), z.max(axis=0)
-    tol = NOISE_FACTOR * max(eps, 1e-12 * float(np.std(f(a))) + 1e-300)
     f_a = np.asarray(f(a), dtype=np.float64)
+    err = as_error(eps)
+    e_a, floor = err.at(f_a), 1e-12 * float(np.std(f_a)) + 1e-300
     best = None
     for i in range(d):
         moved = a.copy()
@@ -125,11 +129,14 @@ def find_symmetry(f: Oracle, z: np.ndarray, eps: float, *, seed: int = 0) -> Sym
                 comp = moved[keep].copy()
                 comp[:, j] = new_j[keep]
                 with np.errstate(all="ignore"):
-                    change = np.sqrt(np.mean((np.asarray(f(comp)) - f_a[keep]) ** 2))
-                    effect = np.sqrt(np.mean((np.asarray(f(moved[keep])) - f_a[keep]) ** 2))
-                if not (np.isfinite(change) and np.isfinite(effect)) or effect < EFFECT_FACTOR * tol:
+                    f_comp = np.asarray(f(comp), dtype=np.float64)
+                    # each row's change in units of its noise (the error at both ends), then RMS
+                    noise = NOISE_FACTOR * np.maximum(np.sqrt((err.at(f_comp) ** 2 + e_a[keep] ** 2) / 2), floor)
+                    change = np.sqrt(np.mean(((f_comp - f_a[keep]) / noise) ** 2))
+                    effect = np.sqrt(np.mean(((np.asarray(f(moved[keep])) - f_a[keep]) / noise) ** 2))
+                if not (np.isfinite(change) and np.isfinite(effect)) or effect < EFFECT_FACTOR:
                     continue
-                ratio = float(change / tol)
+                ratio = float(change)
                 if ratio < 1.0 and (best is None or ratio < best.ratio):
                     best = Symmetry(i, j, kind, ratio)
     return best
