@@ -61,8 +61,8 @@ __all__ = ["NOISE_FACTOR", "Split", "decompose", "interaction_graph", "structure
 log = logging.getLogger("kansym")
 
 LEAF_ROWS = 2000  # oracle rows a leaf's direct search works on (and data rows the refits use)
-LEAF_ALTERNATIVES = 3  # candidates a leaf hands up (and its most accurate one besides)
-MAX_ALTERNATIVES = 8  # recombinations a node hands up (its best, then one piece swapped for a runner-up)
+LEAF_ALTERNATIVES = 12  # candidates a leaf hands up: its best, its most accurate, then by score
+MAX_ALTERNATIVES = 16  # recombinations a node hands up (its best, then one piece swapped for a runner-up)
 REFINED = 2  # recombinations refined on the data, of those best after a refit of their coefficients
 RETRY_FACTOR = 3.0  # a structure whose best formula misses the data by more oracle errors is tried again
 MAX_DEPTH = 6
@@ -159,6 +159,10 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
             if relative else floor
     found = direct_search(rows, h, list(symbols), complexity_weight=complexity_weight, noise=floor_search,
                           relative=relative, deadline=deadline)
+    if relative and not time_is_up(deadline):  # and the plain search: the oracle's own error is no
+        # model of the law's, and its other ranking keeps other forms ((1 + w)/sqrt(1 - w^2) among them)
+        found += direct_search(rows, h, list(symbols), complexity_weight=complexity_weight, noise=floor,
+                               refine_top=2, deadline=deadline)
     if not found:
         return None
     # each candidate's error weighed row by row by the oracle's error there (in units of the
@@ -169,9 +173,9 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
                                           c.complexity, str(c.expr)))
     # and the most accurate: the data, not the oracle's floor, decide between it and the simpler ones
     sharp = min(found, key=lambda c: (errors[c.expr], c.complexity, str(c.expr)))
-    exprs = list(dict.fromkeys([c.expr for c in ranked][:LEAF_ALTERNATIVES] + [sharp.expr]))
+    exprs = list(dict.fromkeys([ranked[0].expr, sharp.expr] + [c.expr for c in ranked[1:]]))[:LEAF_ALTERNATIVES]
     log.debug("structure: leaf f(%s) (noise floor %.3g): %s", ", ".join(names), floor,
-              "; ".join(f"{c.expr} ({errors[c.expr]:.3g})" for c in ranked[:LEAF_ALTERNATIVES]))
+              "; ".join(f"{e} ({errors[e]:.3g})" for e in exprs))
     return exprs, Split("leaf", names)
 
 
@@ -255,7 +259,9 @@ def _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, 
             return sympy.Add(*pieces) - sympy.Float(k - 1) * sympy.Float(f_base)
         return sympy.Float(offset) + sympy.Mul(*pieces) / sympy.Float(f_base - offset) ** (k - 1)
     first = [p[0] for p in parts]
-    exprs = [join(first)] + [join([*first[:i], alt, *first[i + 1:]]) for i, p in enumerate(parts) for alt in p[1:]]
+    # the best, then one piece swapped for its k-th alternative, k = 1, 2, ... across the pieces
+    exprs = [join(first)] + [join([*first[:i], p[k], *first[i + 1:]])
+                             for k in range(1, max(map(len, parts))) for i, p in enumerate(parts) if k < len(p)]
     names = tuple(s.name for s in symbols)
     return exprs[:MAX_ALTERNATIVES], Split(kind, names, offset if kind == "product" else 0.0, tuple(children))
 

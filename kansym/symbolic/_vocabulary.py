@@ -98,6 +98,9 @@ def _transforms(y: np.ndarray) -> list[tuple[str, np.ndarray, Callable[[sympy.Ex
             out.append(("invsq", 1 / y ** 2, lambda r: sign * _pow(r, sympy.Rational(-1, 2))))
         if pos:
             out.append(("log", np.log(y), lambda r: sympy.exp(r, evaluate=False)))
+            # roots: w^4/(1 - w^2)^2 has 1/sqrt(y) = 1/w^2 - 1
+            out.append(("root", np.sqrt(y), lambda r: _pow(r, 2)))
+            out.append(("invroot", 1 / np.sqrt(y), lambda r: _pow(r, -2)))
             # the links of occupation numbers: 1 / (exp(r) - 1) (Bose-Einstein, Planck) and
             # 1 / (exp(r) + 1) (Fermi-Dirac, the logistic function), r often c / x
             out.append(("bose", np.log1p(1 / y), lambda r: _pow(sympy.exp(r, evaluate=False) - 1, -1)))
@@ -119,10 +122,11 @@ def _design(t: np.ndarray, num: list[_Feature], den: list[_Feature], rows) -> np
 # |dT/dy| of each target transform: a row's weight in the transformed units (relative mode)
 _SLOPE = {"id": lambda y: np.ones_like(y), "inv": lambda y: y ** -2.0, "sq": lambda y: 2 * np.abs(y),
           "invsq": lambda y: 2 * np.abs(y) ** -3.0, "log": lambda y: 1 / y, "sin": lambda y: np.abs(np.cos(y)),
-          "exp": np.exp, "bose": lambda y: 1 / (y * (1 + y)), "fermi": lambda y: 1 / (y * (1 - y))}
+          "exp": np.exp, "bose": lambda y: 1 / (y * (1 + y)), "fermi": lambda y: 1 / (y * (1 - y)),
+          "root": lambda y: 0.5 / np.sqrt(y), "invroot": lambda y: 0.5 * y ** -1.5}
 _INVERSE_NP = {"id": lambda r: r, "inv": lambda r: 1 / r, "sq": np.sqrt, "invsq": lambda r: 1 / np.sqrt(r),
                "log": np.exp, "sin": np.arcsin, "exp": np.log, "bose": lambda r: 1 / np.expm1(r),
-               "fermi": lambda r: 1 / (np.exp(r) + 1)}
+               "fermi": lambda r: 1 / (np.exp(r) + 1), "root": np.square, "invroot": lambda r: r ** -2.0}
 
 
 def _expression(num: list[_Feature], den: list[_Feature], cols: np.ndarray, coef: np.ndarray,

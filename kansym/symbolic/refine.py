@@ -154,22 +154,19 @@ def monic_denominators(expr: sympy.Expr) -> sympy.Expr:
     A product of pieces each fitted with its own scale, ``(0.3 a + b) / (0.30036 - 0.30043 w)``
     or ``0.2675 sqrt(14.1 x^2 + 14.1 y^2 - 0.7)``, has one scale too many: a refit cannot tell
     the outer factor from the inner ones, and no constant stands alone to be snapped. A
-    reciprocal ``(c + ...)^-n`` is written with its constant term 1, ``c^-n (1 + .../c)^-n``;
-    any other power of a sum (not a positive integer one) with its first term's positive
-    float coefficient ``g`` taken out, ``g^e (x + .../g)^e``.
+    power of a sum (not a positive integer one) is written with the float coefficient ``g`` of
+    largest magnitude taken out, ``g^e (x + .../g)^e`` (``g > 0`` for a root).
     """
     def monic(e: sympy.Expr) -> sympy.Expr:
         base, n = e.args
-        const = next((a for a in base.args if a.is_Number), None)
-        if n.is_integer and isinstance(const, sympy.Float) and const != 0:
-            pivot, c = const, const
-        else:
-            pivot = next((t for t in base.args if not t.is_Number and isinstance(t.as_coeff_Mul()[0], sympy.Float)
-                          and t.as_coeff_Mul()[0] > 0), None)
-            if pivot is None:
-                return e
-            c = pivot.as_coeff_Mul()[0]
-        terms = [(sympy.S.One if t is const else t.as_coeff_Mul()[1]) if t is pivot else t / c for t in base.args]
+        # the pivot: the float coefficient of largest magnitude (positive unless the power is
+        # an integer one); a tiny constant term is no pivot (1e-7 + w^2 - w0^2 -> 1 + 1e7 (...))
+        coefs = [(t, t.as_coeff_Mul()[0]) for t in base.args]
+        usable = [(t, c) for t, c in coefs if isinstance(c, sympy.Float) and c != 0 and (n.is_integer or c > 0)]
+        if not usable:
+            return e
+        pivot, c = max(usable, key=lambda tc: abs(float(tc[1])))
+        terms = [(t.as_coeff_Mul()[1] if t is pivot else t / c) for t in base.args]
         return sympy.Pow(c, n) * sympy.Pow(sympy.Add(*terms), n)
 
     def spread(e: sympy.Expr) -> sympy.Expr:  # c (a x + b) ... -> (c a x + c b) ...: one scale

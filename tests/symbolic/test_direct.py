@@ -36,6 +36,7 @@ def _search(law: str, ranges: dict, rows: int = 2000):
     ("1/(exp(x/(2*pi)) - 1)", {"x": (0.04, 25)}),
     ("1/(exp(3*x/2) + 1)", {"x": (0.1, 4)}),
     ("1/(2*cosh(1/x))", {"x": (0.1, 9)}),  # a law of a ratio met in the other orientation
+    ("w**4/(1 - w**2)**2", {"w": (0.2, 0.67)}),  # 1/sqrt(y) = 1/w**2 - 1
 ])
 def test_direct_search_recovers_dimensionless_laws(law, ranges):
     truth, best, names = _search(law, ranges)
