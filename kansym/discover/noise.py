@@ -136,20 +136,20 @@ class TransformedError:
     shift: float = 0.0
 
     def at(self, w: np.ndarray) -> np.ndarray:
+        """The error at the values ``w`` of ``T(f) - shift``: ``|T'(v)| inner.at(v)``, ``v = f``."""
         t = TRANSFORMS[self.transform]
         with np.errstate(all="ignore"):
             v = t.inverse(np.asarray(w, dtype=np.float64) + self.shift, self.sign)
             return t.slope(v) * self.inner.at(v)
 
     def rms(self, w: np.ndarray) -> float:
+        """The RMS error over the values ``w``."""
         with np.errstate(all="ignore"):
             return float(np.sqrt(np.mean(self.at(w) ** 2)))
 
     def shifted(self, offset: float) -> "TransformedError":
+        """The error of ``T(f) - shift - offset`` in terms of its own values."""
         return replace(self, shift=self.shift + float(offset))
-
-
-ErrorModel = "OracleError | TransformedError"
 
 
 def as_error(eps: "float | OracleError | TransformedError") -> "OracleError | TransformedError":
