@@ -15,6 +15,7 @@ from kansym.symbolic.recovery import is_exact_recovery, round_floats
 
 __all__ = ["round_floats", "is_exact_recovery", "r2_from_sse", "r2_score", "nrmse", "Fidelity", "fidelity"]
 
+
 def r2_from_sse(sse: float, sst: float, sst_floor: float = 0.0) -> float:
     """Coefficient of determination from sums of squares: ``1 - sse / max(sst, sst_floor)``.
 
