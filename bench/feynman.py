@@ -303,8 +303,8 @@ def run_all(equations: list[Equation], args: argparse.Namespace, emit) -> list[d
 
 
 def methods_of(args: argparse.Namespace) -> list[str]:
-    """kansym, then the peers of ``--peer`` in the order given."""
-    return list(dict.fromkeys(["kansym", *args.peer]))
+    """kansym (unless ``--peers-only``), then the peers of ``--peer`` in the order given."""
+    return list(dict.fromkeys(([] if args.peers_only else ["kansym"]) + list(args.peer)))
 
 
 def _peer_list(text: str) -> list[str]:
@@ -330,6 +330,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--peer", type=_peer_list, default=[],
                    help="comma-separated methods run next to kansym on the same rows with the same limit: "
                         f"{', '.join(sr_peers.PEERS)} (kansym always runs; 'none' for no peer)")
+    p.add_argument("--peers-only", action="store_true",
+                   help="run the peers of --peer alone (kansym's rows of the same rows from another run: "
+                        "the rows depend only on --seed, --rows, --test-rows, --noise and the equation)")
     p.add_argument("--no-units", dest="units", action="store_false",
                    help="do not give the CSV's units to the pipeline (default: given, as AI Feynman gets them; "
                         "the law is then reduced to dimensionless groups first, kansym.discover.dimensional)")
@@ -339,6 +342,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="run nothing: print one table (by method, half, noise, units) of these runs' JSON lines "
                         "(--half keeps one half)")
     args = p.parse_args(argv)
+    if args.peers_only and not args.peer and not args.report:
+        p.error("--peers-only needs --peer")
     if args.jobs < 1 or args.time_limit <= 0 or args.rows < 10 or args.test_rows < 1 or args.noise < 0:
         p.error("--jobs >= 1, --time-limit > 0, --rows >= 10, --test-rows >= 1 and --noise >= 0 are required")
     return args
