@@ -332,11 +332,23 @@ def split_kind(split: Split) -> str:
 
 def _refined(raws, symbols, x, y, rows, complexity_weight, deadline) -> list[DirectCandidate]:
     """The recombinations' coefficients refitted on the data (a cheap screen), the best
-    ``REFINED`` refined (:func:`kansym.symbolic.refine.refine`) and tidied."""
-    screened = sorted(((_error(e, symbols, x[rows], y[rows]), expression_complexity(e), str(e), e)
-                       for e in (_refit(monic_denominators(exact_as_floats(r)), symbols, x[rows], y[rows])
-                                 for r in raws)),
-                      key=lambda t: (selection_score(t[0], t[1], complexity_weight), t[1], t[2]))
+    ``REFINED`` distinct ones refined (:func:`kansym.symbolic.refine.refine`) and tidied.
+
+    The screen scores each with the complexity it would have with every float exact (a
+    refinement makes a float one exact node; ``V pr / (c1 gamma - c2)`` with 4 floats is 5
+    nodes then): by its raw complexity the law lost to an approximation with fewer floats.
+    Recombinations equal to an earlier one to 1e-9 in error and complexity count once.
+    """
+    refitted = (_refit(monic_denominators(exact_as_floats(r)), symbols, x[rows], y[rows]) for r in raws)
+    scored = [(_error(e, symbols, x[rows], y[rows]), expression_complexity(e) - len(e.atoms(sympy.Float)), str(e), e)
+              for e in refitted]
+    screened, seen = [], []
+    for t in sorted(scored, key=lambda t: (selection_score(t[0], t[1], complexity_weight), t[1], t[2])):
+        if not any(t[1] == c and abs(t[0] - err) <= 1e-9 * max(err, 1e-300) for err, c in seen):
+            seen.append((t[0], t[1]))
+            screened.append(t)
+    log.debug("structure: recombinations refitted on the data: %s",
+              "; ".join(f"{e} ({err:.3g})" for err, _, _, e in screened[:4]))
     candidates = []
     for *_, expr in screened[:REFINED]:
         try:

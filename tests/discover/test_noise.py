@@ -121,3 +121,23 @@ def test_a_split_the_data_reject_is_tried_again_without_it():
     assert split.kind == "symmetry"
     best = min(cands, key=lambda c: c.error)
     assert best.structure["kind"] == "symmetry" and is_exact_recovery(truth, best.expr, symbols=syms)
+
+
+def test_the_data_screen_judges_recombinations_as_refined_forms():
+    """At noise 0.01 the law V pr / (gamma - 1), written with the floats a leaf left it, scored
+    worse by its raw complexity than V pr (0.113 + 3.49/gamma^2), which fits as well; each float
+    counts as the one exact node it becomes, and the twin of a recombination counts once, so
+    the law reaches the refinement (a regression: I.39.11 at noise 0.01)."""
+    from kansym.discover.separate import _refined
+
+    syms = _symbols(["gamma", "pr", "V"])
+    g, p, v = syms
+    rng = np.random.default_rng(0)
+    z = np.column_stack([rng.uniform(2, 5, 4000), rng.uniform(1, 2, 4000), rng.uniform(1, 2, 4000)])
+    law = z[:, 2] * z[:, 1] / (z[:, 0] - 1)
+    y = law + rng.normal(0, 0.01 * np.sqrt(np.mean(law ** 2)), law.size)
+    approx = v * p * (sympy.Float(0.113436) + sympy.Float(3.48615) / g ** 2)
+    floats = v ** sympy.Float(1.00069) * (sympy.Float(8.4e-6) - sympy.Float(0.9985) * p) / (1 - sympy.Float(0.9995) * g)
+    rows = np.arange(2000)
+    found = _refined([approx, approx * sympy.Float(1.0 + 1e-13), floats], syms, z, y, rows, 0.05, None)
+    assert any(sympy.simplify(c.expr - v * p / (g - 1)) == 0 for c in found), [c.expr for c in found]
