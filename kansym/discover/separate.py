@@ -66,6 +66,7 @@ MAX_ALTERNATIVES = 16  # recombinations a node hands up (its best, then one piec
 REFINED = 2  # recombinations refined on the data, of those best after a refit of their coefficients
 RETRY_FACTOR = 3.0  # a structure whose best formula misses the data by more oracle errors is tried again
 MAX_DEPTH = 6
+SIMPLE = 4  # a leaf whose best form has at most this complexity (c x^k, c + x) needs no second search
 
 def _central_rows(z: np.ndarray, k: int = 64) -> np.ndarray:
     """Indices of the ``k`` data rows nearest the per-input medians (scaled by the
@@ -159,18 +160,25 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
             if relative else floor
     found = direct_search(rows, h, list(symbols), complexity_weight=complexity_weight, noise=floor_search,
                           relative=relative, deadline=deadline)
-    if relative and not time_is_up(deadline):  # and the plain search: the oracle's own error is no
-        # model of the law's, and its other ranking keeps other forms ((1 + w)/sqrt(1 - w^2) among them)
-        found += direct_search(rows, h, list(symbols), complexity_weight=complexity_weight, noise=floor,
-                               refine_top=2, deadline=deadline)
-    if not found:
-        return None
     # each candidate's error weighed row by row by the oracle's error there (in units of the
     # floor: the plain normalised error when the error is the same everywhere): where it is
     # relative, a fit that is good on the large values and wrong on the small ones does not pass
     errors = {c.expr: floor * _chi(c.expr, symbols, rows, h, e_row) for c in found}
-    ranked = sorted(found, key=lambda c: (selection_score(max(errors[c.expr], floor), c.complexity, complexity_weight),
-                                          c.complexity, str(c.expr)))
+
+    def rank(cands):
+        return sorted(cands, key=lambda c: (selection_score(max(errors[c.expr], floor), c.complexity,
+                                                            complexity_weight), c.complexity, str(c.expr)))
+    if relative and not time_is_up(deadline) and (not found or rank(found)[0].complexity > SIMPLE):
+        # and the plain search: the oracle's own error is no model of the law's, and its other
+        # ranking keeps other forms ((1 + w)/sqrt(1 - w^2) among them); not needed when a form
+        # as simple as c x^k fits within the floor
+        plain = direct_search(rows, h, list(symbols), complexity_weight=complexity_weight, noise=floor,
+                              refine_top=2, deadline=deadline)
+        errors.update({c.expr: floor * _chi(c.expr, symbols, rows, h, e_row) for c in plain})
+        found += plain
+    if not found:
+        return None
+    ranked = rank(found)
     # and the most accurate: the data, not the oracle's floor, decide between it and the simpler ones
     sharp = min(found, key=lambda c: (errors[c.expr], c.complexity, str(c.expr)))
     exprs = list(dict.fromkeys([ranked[0].expr, sharp.expr] + [c.expr for c in ranked[1:]]))[:LEAF_ALTERNATIVES]
