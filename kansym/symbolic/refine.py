@@ -18,6 +18,7 @@ import sympy
 
 from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic.constants import too_long
+from kansym.symbolic.linear_regime import linearize
 from kansym.symbolic.refit import LossSpace, refit_constants, refit_constants_counted
 from kansym.symbolic.snap import (clean_floats, reduce_phases, round_constants, snap_constant, snap_constants,
                                   unify_floats)
@@ -76,15 +77,17 @@ def shorten_numbers(expr: sympy.Expr) -> sympy.Expr:
 def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
            loss_space: LossSpace = "linear", snap: bool = True, simplify: bool = True,
            noise: float | None = None, deadline: Deadline | None = None) -> sympy.Expr:
-    """Refit -> snap -> simplify -> final refit -> rounding of the remaining floats.
+    """Refit -> functions in their linear regime as lines -> snap -> simplify -> final refit -> rounding of the remaining floats.
 
     Parameters
     ----------
     expr, symbols, X, y, loss_space
         As :func:`refit_constants`.
     snap : bool
-        Snap constants (:func:`snap_constants`) and round the floats left to the precision
-        of their standard errors (:func:`~kansym.symbolic.snap.round_constants`).
+        Replace functions used only in their linear regime by lines
+        (:func:`~kansym.symbolic.linear_regime.linearize`), snap constants
+        (:func:`snap_constants`) and round the floats left to the precision of their
+        standard errors (:func:`~kansym.symbolic.snap.round_constants`).
     simplify : bool
         Run :func:`simplify_formula`.
     noise : float, optional
@@ -104,6 +107,10 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         As :func:`refit_constants`.
     """
     out = refit_constants(expr, symbols, X, y, loss_space=loss_space, deadline=deadline)
+    if snap:  # a function used only in its linear regime becomes a line, refitted with the rest
+        lined = linearize(out, symbols, X, y, loss_space=loss_space, noise=noise, deadline=deadline)
+        if lined != out:
+            out = refit_constants(lined, symbols, X, y, loss_space=loss_space, deadline=deadline)
     fitted = len(out.atoms(sympy.Float))
     if snap:
         out = snap_constants(out, symbols, X, y, loss_space=loss_space, noise=noise, deadline=deadline)
