@@ -19,6 +19,7 @@ import sympy
 from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic.constants import too_long
 from kansym.symbolic.linear_regime import linearize
+from kansym.symbolic.ties import tie_constants
 from kansym.symbolic.refit import LossSpace, refit_constants, refit_constants_counted
 from kansym.symbolic.snap import (clean_floats, reduce_phases, round_constants, snap_constant, snap_constants,
                                   unify_floats)
@@ -77,7 +78,7 @@ def shorten_numbers(expr: sympy.Expr) -> sympy.Expr:
 def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
            loss_space: LossSpace = "linear", snap: bool = True, simplify: bool = True,
            noise: float | None = None, deadline: Deadline | None = None) -> sympy.Expr:
-    """Refit -> functions in their linear regime as lines -> snap -> simplify -> final refit -> rounding of the remaining floats.
+    """Refit -> functions in their linear regime as lines -> snap -> ties -> simplify -> final refit -> rounding of the remaining floats.
 
     Parameters
     ----------
@@ -86,7 +87,8 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     snap : bool
         Replace functions used only in their linear regime by lines
         (:func:`~kansym.symbolic.linear_regime.linearize`), snap constants
-        (:func:`snap_constants`) and round the floats left to the precision of their
+        (:func:`snap_constants`), make floats the data cannot tell apart one
+        (:func:`~kansym.symbolic.ties.tie_constants`) and round the floats left to the precision of their
         standard errors (:func:`~kansym.symbolic.snap.round_constants`).
     simplify : bool
         Run :func:`simplify_formula`.
@@ -114,6 +116,8 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     fitted = len(out.atoms(sympy.Float))
     if snap:
         out = snap_constants(out, symbols, X, y, loss_space=loss_space, noise=noise, deadline=deadline)
+        # floats the data cannot tell apart as one: exp(1/w)/(0.8848 exp(2/w) + 0.885) simplifies to c/cosh(1/w)
+        out = tie_constants(out, symbols, X, y, loss_space=loss_space, noise=noise, deadline=deadline)
     if simplify:
         out = simplify_formula(out)
     merged = merge_numeric_factors(out)
