@@ -30,6 +30,8 @@ __all__ = ["refit_constants", "refit_constants_counted", "snap_constant", "snap_
 
 
 SECOND_PASS_FLOATS = 12  # at most this many floats left: a second snapping pass after the first fused some
+TRIG_MAX_OPS = 20  # sympy.simplify of a formula with a circular function only up to this many operations
+TRIG = (sympy.sin, sympy.cos, sympy.tan)
 
 
 def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
@@ -38,7 +40,9 @@ def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
     Tries ``powsimp``, ``factor_terms`` and ``together`` (single passes over the tree,
     milliseconds even for the composition of an unpruned network), and ``sympy.simplify``
     only when the expression has at most ``max_ops`` operations (``sympy.count_ops``;
-    well under a second there, while on large formulas it can run for minutes) and no
+    well under a second there, while on large formulas it can run for minutes), at most
+    :data:`TRIG_MAX_OPS` when it holds a sin, cos or tan (whose ``trigsimp`` ran for
+    minutes on a 31-operation composition), and no
     ``Abs``, ``sign`` or ``Piecewise`` (whose case analysis took minutes even there). Which
     rewrites run depends on the expression alone, never on the clock: sympy cannot be
     stopped after a count of work, and a cut-off in seconds would make a busy machine
@@ -52,7 +56,10 @@ def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
     options: list[Callable[[sympy.Expr], sympy.Expr]] = [sympy.powsimp, sympy.factor_terms, sympy.together]
     # sympy.simplify of an Abs of a sum (the abs primitive) can take minutes at 39 operations
     # (a relativistic velocity sum's KAN formula: 140 s, 4.6 s without the Abs): the cheap passes only
-    if sympy.count_ops(expr) <= max_ops and not expr.has(sympy.Abs, sympy.sign, sympy.Piecewise):
+    # and its trigsimp tries pairs of a sum's terms: with a sine in a sum of seven terms under a
+    # tanh (a KAN's composition, 31 operations) it ran for minutes past the time limit
+    ops = sympy.count_ops(expr)
+    if ops <= (TRIG_MAX_OPS if expr.has(*TRIG) else max_ops) and not expr.has(sympy.Abs, sympy.sign, sympy.Piecewise):
         options.append(sympy.simplify)
     floats = len(expr.atoms(sympy.Float))
     # a rewrite may not turn exact numbers into floats (simplify writes 81/(10*pi*x) as 8.1/(pi*x))

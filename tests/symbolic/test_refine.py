@@ -187,3 +187,21 @@ def test_a_product_of_pieces_loses_its_extra_scale_with_values_unchanged():
     small = monic_denominators(sympy.Float(2.0) / (sympy.Float(1.0) * x ** 2 - sympy.Float(1.0) * w0 ** 2 + sympy.Float(1e-7)))
     assert max(abs(float(f)) for f in small.atoms(sympy.Float)) <= 2.0
     assert monic_denominators(1 / (2 + x)) == 1 / (2 + x)
+
+
+def test_simplify_formula_skips_sympy_simplify_on_a_long_trigonometric_composition(monkeypatch):
+    """A regression: sympy.simplify of this 31-operation KAN composition (a sine in a sum of
+    seven terms under a tanh) ran for minutes past the run's time limit (III.9.52 at noise 0.01)."""
+    Ef, h, w, t, w0, p = sympy.symbols("Ef h omega t omega_0 p_d", positive=True)
+    expr = 2085 * sympy.tanh(2 * Ef / 7 - h / 3 - 2 * (5 * w / 3 - 5) ** 2 / 63
+                             + 29 * (sympy.Float(0.005187) * t + 22) ** 2 / 63 + sympy.Float(603.24) * w0 ** 2
+                             + sympy.Float(1.1091) * sympy.sin(p / 3) - sympy.Rational(16148, 63)) + 2087
+    called = []
+    real = sympy.simplify
+    monkeypatch.setattr(sympy, "simplify", lambda e, *a, **k: called.append(e) or real(e, *a, **k))
+    out = simplify_formula(expr)
+    assert called == [] and sympy.count_ops(out) <= sympy.count_ops(expr)
+    # a short one still gets sympy.simplify: sin^2 + cos^2 is 1
+    x = sympy.Symbol("x")
+    assert simplify_formula(sympy.sin(x) ** 2 + sympy.cos(x) ** 2 + x) == x + 1
+    assert len(called) == 1
