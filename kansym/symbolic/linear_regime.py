@@ -27,6 +27,7 @@ import numpy as np
 import sympy
 
 from kansym.deadline import Deadline, time_is_up
+from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.refit import LossSpace, Problem
 from kansym.symbolic.snap import Z, noise_level
 
@@ -109,13 +110,11 @@ def _line(node: sympy.Expr, symbols: list, x: np.ndarray) -> sympy.Expr | None:
     """``a + b u`` for ``node = f(u)``, the least-squares line over the rows ``x``, when it
     passes the screen (a); None otherwise."""
     u = node.args[0]
-    with np.errstate(all="ignore"):
-        uv = np.broadcast_to(np.asarray(sympy.lambdify(symbols, u, "numpy")(*x.T), dtype=np.float64), x[:, 0].shape)
-        fv = np.broadcast_to(np.asarray(sympy.lambdify(symbols, node, "numpy")(*x.T), dtype=np.complex128),
-                             x[:, 0].shape)
-    if not (np.all(np.isfinite(uv)) and np.all(np.isfinite(fv))) or np.any(np.abs(fv.imag) > 0):
+    with np.errstate(all="ignore"):  # a root or asin off its domain is nan: no line
+        uv = np.broadcast_to(np.asarray(lambdify_formula(u, symbols)(x), dtype=np.float64), x[:, 0].shape)
+        fv = np.broadcast_to(np.asarray(lambdify_formula(node, symbols)(x), dtype=np.float64), x[:, 0].shape)
+    if not (np.all(np.isfinite(uv)) and np.all(np.isfinite(fv))):
         return None
-    fv = fv.real
     spread = float(np.std(fv))
     if np.ptp(uv) <= 0 or spread <= 0:
         return None
