@@ -38,7 +38,10 @@ first byte of its SHA-256 even -> ``tuning``, odd -> ``validation``); ``--half``
 Tune on the tuning half; the validation half says whether it generalises. One JSON line per
 equation and method goes to stdout (and ``--out``), then a Markdown summary (also to
 ``--summary``) with both halves apart and the guardrail counts of kansym's printed formulas
-(``bench/formula_guard.py``). ``--report`` reads the JSON lines of several runs (noise 0 and
+(``bench/formula_guard.py``: every expression ``kansym fit`` prints for the equation, i.e.
+the formula, or for a partial one the best closed form beside it, and the Pareto front's
+entries, :func:`kansym.discover.partial.printed_expressions`; a partial formula's own
+expression, with its numeric edges, is kept in the record but not printed). ``--report`` reads the JSON lines of several runs (noise 0 and
 0.01, with and without units) and prints one table of them, running nothing::
 
     python bench/feynman.py --equations ../shared/data/feynman/equations.csv \\
@@ -71,7 +74,7 @@ sys.path.append(str(Path(__file__).resolve().parent))
 
 import sr_peers  # noqa: E402
 from feynman_report import read_rows, report, summary  # noqa: E402
-from formula_guard import guardrail_flags  # noqa: E402
+from formula_guard import printed_guardrail_flags  # noqa: E402
 
 DEFAULT_EQUATIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "feynman" / "equations.csv"
 VERIFY_GRACE = 30.0  # seconds allowed after the time limit for the recovery check
@@ -190,6 +193,7 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
 
     from kansym.discover.dimensional import discover_with_units
     from kansym.discover import DiscoverConfig, discover
+    from kansym.discover.partial import printed_expressions
     from kansym.symbolic.verify import is_exact_recovery, r2_score
 
     torch.set_num_threads(1)
@@ -216,7 +220,8 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         "id": eq.id,
         "recovered": recovered and seconds <= args.time_limit,
         "formula": str(formula.expr),
-        "guardrails": list(guardrail_flags(formula.expr)),
+        "guardrails": list(printed_guardrail_flags(printed_expressions(formula))),  # what kansym fit prints
+        "closed_form": None if formula.closed_form is None else str(formula.closed_form.expr),
         "r2_test": r2_test,
         "r2_model_test": formula.r2_model_test,  # the model's R² on the pipeline's own held-out rows
         "r2_formula_heldout": formula.r2_test, "r2_reference_test": formula.r2_reference_test,  # the same rows

@@ -45,6 +45,13 @@ def guardrail_flags(expr: sympy.Expr) -> tuple[str, ...]:
     return tuple(kind for kind in GUARDRAILS if found[kind])
 
 
+def printed_guardrail_flags(exprs: Iterable[sympy.Expr]) -> tuple[str, ...]:
+    """The kinds of :data:`GUARDRAILS` found in any of ``exprs`` (the expressions one run
+    printed), in the order of that table."""
+    found = {kind for e in exprs for kind in guardrail_flags(e)}
+    return tuple(kind for kind in GUARDRAILS if kind in found)
+
+
 def count_guardrails(rows: Iterable[dict]) -> tuple[int, Counter]:
     """``(formulas checked, Counter of kind -> formulas flagged)`` over rows with a
     ``guardrails`` list (rows without a formula carry none)."""

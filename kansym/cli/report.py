@@ -29,9 +29,9 @@ def print_formulas(formulas, *, front: bool = True) -> None:
     more than 0.01, or with numeric edges, is printed with a ``WARNING`` line right
     under it (:attr:`kansym.discover.result.Formula.warning`). A partial formula (numeric
     edges) is not printed as ``target = ...``: its first line says that no closed form was
-    verified, the next gives the best closed form found with its R², the third the partial
-    formula, labelled (:func:`kansym.discover.partial.report_lines`); in the front, formulas
-    with numeric edges are marked.
+    verified, the next gives the best closed form found with its R², the third says where the
+    partial formula is kept, without printing it (:func:`kansym.discover.partial.report_lines`);
+    the front lists its formulas without numeric edges and counts the others.
 
     The ``sympy:`` line and the front name each column by its identifier, as ``formula.json``
     does (:func:`kansym.symbolic.names.identifiers`), so the text parses back; when one of them
@@ -47,6 +47,9 @@ def print_formulas(formulas, *, front: bool = True) -> None:
 def pareto_table(entries, where: str = "held-out", names: dict[str, str] | None = None) -> str:
     """The Pareto front as text: complexity, R², the formula; ``*`` marks the chosen one.
 
+    Entries with numeric edges (partial formulas) are not printed, only counted on a line of
+    their own with their best R².
+
     The chosen formula is listed even when another one, no more complex, fits these rows
     at least as well (it was kept by the selection rule, which also weighs verification
     against the model and a margin in favour of the KAN's verified formula); a line under
@@ -54,12 +57,20 @@ def pareto_table(entries, where: str = "held-out", names: dict[str, str] | None 
     """
     names = names or {}
     lines = [f"Pareto front (complexity vs R² on {where}; * = chosen):"]
+    opaque = [e for e in entries if e.expr.atoms(AppliedUndef)]
     for e in entries:
-        partial = "[partial: numeric edges] " if e.expr.atoms(AppliedUndef) else ""
-        lines.append(f" {'*' if e.chosen else ' '} {e.complexity:4d}  {e.r2:.6f}  {partial}{rename_symbols(e.expr, names)}")
+        if any(e is o for o in opaque):  # a numeric curve is no function: such an entry is counted below, not printed
+            continue
+        lines.append(f" {'*' if e.chosen else ' '} {e.complexity:4d}  {e.r2:.6f}  {rename_symbols(e.expr, names)}")
+    if opaque:
+        best = max(e.r2 for e in opaque)
+        lines.append(f"   ({len(opaque)} partial formula{'s' if len(opaque) > 1 else ''} with numeric edges, not "
+                     f"printed{', the chosen one among them' if any(e.chosen for e in opaque) else ''}; "
+                     f"best R² {best:.6f})")
     chosen = next((e for e in entries if e.chosen), None)
     better = None if chosen is None or not chosen.dominated else next(
-        (e for e in entries if not e.chosen and e.complexity <= chosen.complexity and e.r2 >= chosen.r2), None)
+        (e for e in entries if not e.chosen and not e.expr.atoms(AppliedUndef)
+         and e.complexity <= chosen.complexity and e.r2 >= chosen.r2), None)
     if better is not None:
         lines.append(f"   (the chosen formula is not on the front: {rename_symbols(better.expr, names)} is no more "
                      "complex and fits these rows at least as well; the choice also weighs the verification against "

@@ -41,7 +41,8 @@ from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import exact_as_floats, refine
 from kansym.symbolic.verify import fidelity, r2_score
 
-__all__ = ["settle_partial", "closed", "answer_lines", "report_lines", "rows_label", "identifier_names"]
+__all__ = ["settle_partial", "closed", "answer_lines", "report_lines", "rows_label", "identifier_names",
+           "printed_expressions"]
 
 log = logging.getLogger("kansym")
 
@@ -128,10 +129,12 @@ def answer_lines(formula: Formula) -> list[str]:
     """The answer as ``kansym fit`` prints it, one string a line.
 
     A closed form: ``target = <latex>`` and ``sympy: <expr>``. A partial formula (numeric
-    edges) is never on such a line, which a reader could copy as the law: the first line
-    says that no closed form was verified, the second gives the best closed form found
-    (:attr:`Formula.closed_form`) with its R², or says there is none, the third the partial
-    formula, labelled.
+    edges) is never on such a line, which a reader could copy as the law, and its text is
+    not printed at all (an opaque function inside a printed formula is worse than "not
+    found"): the first line says that no closed form was verified, the second gives the
+    best closed form found (:attr:`Formula.closed_form`) with its R², or says there is
+    none, the third says where the partial formula is kept (:attr:`Formula.expr`,
+    ``formula.json``'s ``sympy``, the comments of ``formula.tex``).
 
     Examples
     --------
@@ -158,8 +161,19 @@ def answer_lines(formula: Formula) -> list[str]:
             f"best closed form found (not verified: R² ({rows_label(f)}) = {c.r2_test:.6f}, "
             f"model's {f.r2_model_test:.6f}): {text(c.expr)}")
     return [f"{f.target}: no closed form was verified (edges {edges} fit no primitive)", best,
-            f"partial formula ({edges}: numeric curves of the model, not functions; R² below are its): "
-            f"{text(f.expr)}{mapped}"]
+            f"partial formula (R² below are its): not printed, as {edges} are numeric curves of the model, "
+            "not functions; it is kept in formula.json ('sympy') and Formula.expr"]
+
+
+def printed_expressions(formula: Formula) -> list[sympy.Expr]:
+    """Every expression :func:`report_lines` and the Pareto table of ``kansym fit`` print for
+    ``formula``, in printing order: the formula (or, for a partial one, its best closed form,
+    if any), then the front's entries without numeric edges (those are counted, not printed:
+    :func:`kansym.cli.report.pareto_table`). ``bench/feynman.py`` checks these for junk
+    (its ``formula_guard``)."""
+    head = [formula.closed_form.expr] if formula.partial and formula.closed_form is not None else \
+        ([] if formula.partial else [formula.expr])
+    return head + [e.expr for e in formula.front if closed(e.expr)]
 
 
 def identifier_names(formula: Formula) -> dict[str, str]:

@@ -57,6 +57,12 @@ def test_several_kinds_are_listed_in_table_order():
     assert fg.guardrail_flags(expr) == ("opaque_function", "exponent_rational", "exponent_pi", "long_integer")
 
 
+def test_a_run_is_flagged_for_each_kind_in_any_expression_it_printed():
+    printed = [x + 1, 2 ** (x / 13), sympy.Function("phi_0_0_0")(y) + x ** sympy.pi]
+    assert fg.printed_guardrail_flags(printed) == ("opaque_function", "exponent_rational", "exponent_pi")
+    assert fg.printed_guardrail_flags(printed[:1]) == () == fg.printed_guardrail_flags([])
+
+
 def test_counts_and_the_summary_line():
     rows = [{"method": "kansym", "guardrails": []}, {"method": "kansym", "guardrails": ["exponent_pi"]},
             {"method": "kansym", "error": "time limit"}, {"method": "rils", "guardrails": ["opaque_function"]}]
