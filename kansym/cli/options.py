@@ -52,9 +52,12 @@ def resolve_data(data: str | None, example: str | None, target: str | None, inpu
             raise CLIError(f"unknown example {example!r}; choose from {', '.join(EXAMPLES)}")
         default_target, default_inputs = EXAMPLES[example]
         return embedded_dataset(example), target or default_target, split_names(inputs) or default_inputs
+    from kansym.io.tabular import check_data_path
+
+    path = check_data_path(data)  # a missing input is reported before anything about the outputs
     if target is None:
         raise CLIError("--target is required: name the column to predict")
-    return Path(data), target, split_names(inputs)
+    return path, target, split_names(inputs)
 
 
 def parse_hidden(value: str) -> tuple[int, ...]:

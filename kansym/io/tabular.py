@@ -38,6 +38,7 @@ __all__ = [
     "read_table",
     "read_table_from_frame",
     "read_frame",
+    "check_data_path",
     "columns_from_frame",
     "fit_scalers",
     "embedded_dataset",
@@ -92,6 +93,23 @@ def read_table(
                                  source=str(path))
 
 
+def check_data_path(path: str | Path) -> Path:
+    """``path`` as a :class:`~pathlib.Path` if it names an existing file (commands call this
+    before looking at their outputs, so that a mistyped input is the error they report).
+
+    Raises
+    ------
+    DataError
+        If nothing is at ``path``, or a directory is.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"data file '{path}' does not exist; check the path.")
+    if path.is_dir():
+        raise DataError(f"'{path}' is a directory; give the path of a CSV file.")
+    return path
+
+
 def read_frame(path: str | Path) -> pd.DataFrame:
     """Read a CSV (comma, semicolon or tab separated, UTF-8) into a DataFrame, column names stripped.
 
@@ -101,11 +119,7 @@ def read_frame(path: str | Path) -> pd.DataFrame:
         If the file is missing, empty, not UTF-8, has duplicate or empty column names,
         a row with more fields than the header, or no data rows.
     """
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"data file '{path}' does not exist; check the path.")
-    if path.is_dir():
-        raise DataError(f"'{path}' is a directory; give the path of a CSV file.")
+    path = check_data_path(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:

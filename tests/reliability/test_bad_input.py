@@ -395,3 +395,18 @@ def test_the_memory_estimate_refuses_what_would_not_fit():
     check_training_memory((2, 5, 1), 5, 3, 3000, available=2 * small + 1)
     with pytest.raises(ConfigError, match=r"needs about .* GiB, more than half of this machine's"):
         check_training_memory((2, 5, 1), 5, 3, 3000, available=2 * small - 1)
+
+
+@pytest.mark.parametrize("command", ["fit", "train"])
+def test_a_missing_input_is_reported_before_an_output_clash(runner, tmp_path, command):
+    """Regression (review): ``fit missing.csv -o DIR`` with a foreign DIR/formula.json said that
+    the output exists, not that the input is missing."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("formula.json", "model.pt"):
+        (out / name).write_text("precious")
+    target = out if command == "fit" else out / "model.pt"
+    res = runner.invoke(cli, [command, str(tmp_path / "missing.csv"), "-t", "y", "-o", str(target), "-q"])
+    assert res.exit_code == 2 and res.stderr.strip() == \
+        f"error: data file '{tmp_path / 'missing.csv'}' does not exist; check the path."
+    assert (out / "formula.json").read_text() == "precious" == (out / "model.pt").read_text()
