@@ -67,9 +67,13 @@ def _dictionary(x: np.ndarray, symbols: Sequence[sympy.Symbol]) -> tuple[list[_F
     num = [(v, e) for feats in per for _, v, e in feats]
     den = [(v, e) for feats in per for kind, v, e in feats if kind in ("poly", "exp")]
     if len(per) == 2:
+        # a log only times a power of the other input (n log(V1/V2), x log x ... are laws; log*sin is none)
         small = [[f for f in feats if f[0] == "poly" and f[2] in (s, s ** 2, 1 / s, s ** -2)] +
-                 [f for f in feats if f[0] == "trig" and f[2].args[0] == s] for feats, s in zip(per, symbols)]
-        for (_, va, ea), (_, vb, eb) in itertools.product(*small):
+                 [f for f in feats if f[0] == "trig" and f[2].args[0] == s] +
+                 [f for f in feats if f[0] == "log"] for feats, s in zip(per, symbols)]
+        for (ka, va, ea), (kb, vb, eb) in itertools.product(*small):
+            if "log" in (ka, kb) and {ka, kb} != {"log", "poly"}:
+                continue
             num.append((va * vb, ea * eb))
         for (_, va, ea), (_, vb, eb) in itertools.product(*[[f for f in sm if f[0] == "poly"] for sm in small]):
             if ea.is_polynomial() and eb.is_polynomial():

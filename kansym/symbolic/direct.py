@@ -15,7 +15,8 @@ The search is a sparse regression over a dictionary of features, explicit and im
   the links of the occupation numbers ``log(1 + 1/y)`` and ``log(1/y - 1)`` (so that
   ``1 / (exp(c / x) - 1)`` and ``1 / (exp(c / x) + 1)`` are found with their constant ``c``);
 - ``phi_k`` are taken from a dictionary of features of each input (powers, exp, log,
-  sin/cos at a few frequencies) and, with two inputs, products of one feature of each;
+  sin/cos at a few frequencies) and, with two inputs, products of one feature of each (powers
+  and sin/cos; a log only times a power: ``n log(V1/V2)``);
   at most three terms; ``psi_j`` (at most two, and at most three ``phi`` and ``psi``
   terms together) from the smaller denominator dictionary of powers, products and exp.
   The implicit form is linear in the unknowns ``c, w, v`` (SINDy-PI, Kaheman, Kutz &
@@ -46,6 +47,7 @@ from kansym.symbolic._vocabulary import (_INVERSE_NP, _SLOPE, _design, _dictiona
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.pareto import expression_complexity
 from kansym.symbolic.refine import refine, simplify_formula
+from kansym.symbolic.roots import take_out_squares
 from kansym.symbolic.verify import nrmse
 
 __all__ = ["DirectCandidate", "direct_search", "choose", "selection_score", "ERROR_FLOOR"]
@@ -256,6 +258,7 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
         try:
             fine = refine(expr, syms, xr, yr, noise=noise, loss_space="log" if relative else "linear")
             fine = simplify_formula(fine.xreplace(to_signed))
+            fine = take_out_squares(fine, [to_signed[s] for s in syms], xr)  # sqrt(b/(1-a)^2) -> sqrt(b)/(1-a)
         except Exception as exc:  # a refit that fails leaves this raw candidate out  # noqa: BLE001
             log.debug("direct search: refining %s failed (%s)", key, exc)
             return

@@ -19,6 +19,7 @@ import sympy
 from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic.constants import too_long
 from kansym.symbolic.linear_regime import linearize
+from kansym.symbolic.roots import take_out_squares
 from kansym.symbolic.ties import tie_constants
 from kansym.symbolic.refit import LossSpace, refit_constants, refit_constants_counted
 from kansym.symbolic.snap import (clean_floats, reduce_phases, round_constants, snap_constant, snap_constants,
@@ -85,7 +86,7 @@ def shorten_numbers(expr: sympy.Expr) -> sympy.Expr:
 def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
            loss_space: LossSpace = "linear", snap: bool = True, simplify: bool = True,
            noise: float | None = None, deadline: Deadline | None = None) -> sympy.Expr:
-    """Refit -> functions in their linear regime as lines -> snap -> ties -> simplify -> final refit -> rounding of the remaining floats.
+    """Refit -> functions in their linear regime as lines -> snap -> ties -> simplify -> final refit -> squares out of roots -> rounding of the remaining floats.
 
     Parameters
     ----------
@@ -143,6 +144,7 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         out = merge_numeric_factors(out)
     else:
         out = refit_constants(merge_numeric_factors(out), symbols, X, y, loss_space=loss_space)
+    out = take_out_squares(out, symbols, X)  # sqrt(b/(1 - a)**2) -> sqrt(b)/(1 - a) where 1 - a > 0 on the rows
     if not snap:
         return out
     return shorten_numbers(round_constants(clean_floats(out), symbols, X, y, loss_space=loss_space, noise=noise,

@@ -37,6 +37,9 @@ def _search(law: str, ranges: dict, rows: int = 2000):
     ("1/(exp(3*x/2) + 1)", {"x": (0.1, 4)}),
     ("1/(2*cosh(1/x))", {"x": (0.1, 9)}),  # a law of a ratio met in the other orientation
     ("w**4/(1 - w**2)**2", {"w": (0.2, 0.67)}),  # 1/sqrt(y) = 1/w**2 - 1
+    ("-n*log(r)", {"n": (1, 5), "r": (0.2, 5)}),  # regression (I.44.4 with units): a power times a log
+    # regression (I.15.3x with units): y² a ratio of polynomials, the square taken out of the root
+    ("(1 - b)/sqrt(1 - a**2)", {"a": (0.1, 0.6), "b": (0.05, 0.8)}),
 ])
 def test_direct_search_recovers_dimensionless_laws(law, ranges):
     truth, best, names = _search(law, ranges)
