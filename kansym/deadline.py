@@ -120,6 +120,14 @@ class Deadline:
             self._cuts.append(what)
             log.info("time limit (%g s): %s", self.seconds, what)
 
+    def absorb(self, part: "Deadline") -> None:
+        """Record the cuts of ``part``, a limit of its own given to a part of this run (already
+        logged there), as this run's: the run's record says what was cut short in that part."""
+        for what in part.cuts:
+            stage = what.split(":", 1)[0]
+            if all(c.split(":", 1)[0] != stage for c in self._cuts):
+                self._cuts.append(what)
+
     @property
     def cuts(self) -> tuple[str, ...]:
         """What the limit cut short or skipped, in the order it happened."""

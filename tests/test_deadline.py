@@ -74,3 +74,12 @@ def test_a_share_ends_earlier_with_the_same_start_and_record():
     assert Deadline(None).share(0.5).share(0.1).remaining() == math.inf
     with pytest.raises(ConfigError, match="share"):
         d.share(0)
+
+
+def test_absorb_records_the_cuts_of_a_part_once_per_stage():
+    run, part = Deadline(100), Deadline(50)
+    run.cut("training: 3 of 20 steps")
+    part.cut("training: 1 of 20 steps")
+    part.cut("refinement: skipped")
+    run.absorb(part)
+    assert run.cuts == ("training: 3 of 20 steps", "refinement: skipped") and run.bound

@@ -44,6 +44,8 @@ log = logging.getLogger("kansym")
 CONSTANT_R2 = 1 - 1e-9  # a monomial this close to the data is the law: no KAN is trained
 TRY_CONSTANT_R2 = 0.99  # a monomial this close is also tried against the KAN's formula
 NULL_R2 = 0.05  # share of the variance of y / x^p a fit on the groups may explain when they play no role
+GROUPS_SHARE = 0.5  # of the time limit, for the discovery on the groups; the rest for the columns if it fails
+MIN_PLAIN_SECONDS = 5.0  # the discovery on the columns runs after a failed one on the groups only with this left
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,7 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
         raise DataError(f"no unit given for column(s) {', '.join(missing)}; every input and the target need one")
     parsed = {c: (parse_unit(units[c]) if isinstance(units[c], str) else dict(units[c])) for c in [*names, target]}
     text = {c: (units[c] if isinstance(units[c], str) else str(units[c])) for c in [*names, target]}
+    asked = config  # the columns without the reduction are searched as discover() searches them (screened)
     # the units name every variable the law may use: the reduction, not the input screening, shrinks them
     config = config.replace(screen=False)
     fit_idx, test_idx = split_holdout(x.shape[0], config.holdout, config.seed)
@@ -167,10 +170,10 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
     yv = y[:, 0]
     red = analyze(names, [parsed[n] for n in names], parsed[target], x[fit_idx], yv[fit_idx])
 
-    def plain(reason: str | None) -> UnitsDiscovery:
+    def plain(reason: str | None, how: DiscoverConfig = config, limit: Deadline = deadline) -> UnitsDiscovery:
         if reason:
             log.warning("%s; discovering without a dimensional reduction", reason)
-        res = discover(x, y, names, [target], config, progress=progress, deadline=deadline)
+        res = discover(x, y, names, [target], how, progress=progress, deadline=limit)
         return UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=None, units=text)
 
     if red is None:
@@ -203,6 +206,37 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
                 return _logged(constant)
             return plain(f"{target} is not a constant times {red.monomial(symbols)} (R² {best_r2:.4f}) although "
                          "the units allow nothing else: a unit is wrong or a variable is missing")
+    # a limit of its own (its stages' shares are shares of it), its cuts recorded in the run's
+    groups_limit = _part(deadline, GROUPS_SHARE * deadline.seconds if deadline.seconds else None)
+    reduced = _on_groups(g, yp, red, constant, x, yv, fit_idx, test_idx, symbols, target, text, config, progress,
+                         groups_limit)
+    deadline.absorb(groups_limit)
+    if reduced.formulas[0].warning is None or deadline.remaining() < MIN_PLAIN_SECONDS:
+        return reduced
+    # the reduction can hide the law from the searches (a law whose groups need a product the
+    # KAN does not separate): the columns themselves, in the time left; the first verified wins
+    log.info("the formula on the dimensionless groups did not verify; discovering on the columns too")
+    columns_limit = _part(deadline, deadline.remaining() if deadline.seconds else None)
+    direct = plain(None, asked, columns_limit)
+    deadline.absorb(columns_limit)
+    if direct.formulas[0].warning is None:
+        log.info("the formula found on the columns verified: it is the answer (no dimensional reduction)")
+        return direct
+    return reduced
+
+
+def _part(deadline: Deadline, seconds: float | None) -> Deadline:
+    """A limit of ``seconds`` from now, ending no later than ``deadline`` (None: no limit)."""
+    if seconds is None or deadline.seconds is None:
+        return Deadline(None)
+    return Deadline(max(min(seconds, deadline.remaining()), 1e-3))
+
+
+
+def _on_groups(g, yp, red: Reduction, constant, x, yv, fit_idx, test_idx, symbols, target: str, text,
+               config: DiscoverConfig, progress, deadline: Deadline) -> "UnitsDiscovery":
+    """Discovery on the dimensionless groups, mapped back to the columns (the monomial with a
+    fitted constant, ``constant``, when it leaves no more unexplained)."""
     t0 = time.perf_counter()
     # the KAN (and its checkpoints) predict y / monomial, not the target: name it so, since
     # `kansym symbolify` on those checkpoints prints "<name> = f(groups)"

@@ -32,6 +32,7 @@ import numpy as np
 import sympy
 from sympy.core.function import AppliedUndef
 
+from kansym.deadline import Deadline, time_is_up
 from kansym.discover.result import R2_GAP, ClosedForm, Formula
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.direct import DirectCandidate
@@ -65,7 +66,7 @@ def _held_out_r2(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarra
 
 def settle_partial(formula: Formula, direct: Sequence[DirectCandidate] | None, x: np.ndarray, y: np.ndarray,
                    y_model: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, *, loss_space: str = "linear",
-                   noise: float | None = None) -> Formula:
+                   noise: float | None = None, deadline: Deadline | None = None) -> Formula:
     """``formula`` unchanged when it is a closed form; else the verified best closed form, or
     ``formula`` with the best closed form attached (module docstring).
 
@@ -78,8 +79,9 @@ def settle_partial(formula: Formula, direct: Sequence[DirectCandidate] | None, x
         Fitting rows (the refit of the closed form, its fidelity) and the model's predictions there.
     x_test, y_test : ndarray
         The rows ``formula`` was verified on (held out when there are some).
-    loss_space, noise
-        As :func:`kansym.symbolic.refine.refine`.
+    loss_space, noise, deadline
+        As :func:`kansym.symbolic.refine.refine` (the closed form is refined until ``deadline``;
+        once it has expired, not at all).
     """
     if not formula.partial:
         return formula
@@ -99,9 +101,9 @@ def settle_partial(formula: Formula, direct: Sequence[DirectCandidate] | None, x
         log.info("%s: the formula keeps numeric edges and no closed form was found", formula.target)
         return formula
     r2, _, _, best, origin = max(scored, key=lambda s: (round(s[0], 9), s[1], s[2]))
-    if expression_complexity(best) <= MAX_COMPLEXITY:
+    if expression_complexity(best) <= MAX_COMPLEXITY and not time_is_up(deadline):
         try:  # its exact numbers decided again, against this floor (the direct search's may be laxer)
-            fine = refine(exact_as_floats(best), symbols, x, y, loss_space=loss_space, noise=noise)
+            fine = refine(exact_as_floats(best), symbols, x, y, loss_space=loss_space, noise=noise, deadline=deadline)
         except (ValueError, ArithmeticError, TypeError) as exc:  # a refit that fails keeps the candidate
             log.debug("refining the best closed form failed (%s)", exc)
             fine = best

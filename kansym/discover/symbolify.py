@@ -156,7 +156,7 @@ def symbolify_stage(
         if fid is None or fid.r2_data < raw_fid.r2_data - 1e-6:
             log.info("refinement lowered R² (%s < %.6g); keeping the raw composition",
                      "nan" if fid is None else f"{fid.r2_data:.6g}", raw_fid.r2_data)
-            expr, fid = _rounded_raw(raw, raw_fid, symbols, x, y[:, k], y_model[:, k], loss_space, noise)
+            expr, fid = _rounded_raw(raw, raw_fid, symbols, x, y[:, k], y_model[:, k], loss_space, noise, deadline)
         yt = y_test[:, k]
         front = pareto_front([c.expr for c in tried] + [raw], expr, symbols, x_test, yt)
         formula = Formula(
@@ -170,7 +170,7 @@ def symbolify_stage(
                                      log_space=loss_space == "log")
         # numeric edges make a partial formula, never the answer (kansym.discover.partial)
         formula = settle_partial(formula, direct, x, y[:, k], y_model[:, k], x_test, yt, loss_space=loss_space,
-                                 noise=noise)
+                                 noise=noise, deadline=deadline)
         formulas.append(formula)
     return sym, tuple(formulas)
 
@@ -313,14 +313,14 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
 
 
 def _rounded_raw(raw: sympy.Expr, raw_fid: Fidelity, symbols, x: np.ndarray, y: np.ndarray, y_model: np.ndarray,
-                 loss_space: str, noise: float | None) -> tuple[sympy.Expr, Fidelity]:
+                 loss_space: str, noise: float | None, deadline: Deadline | None = None) -> tuple[sympy.Expr, Fidelity]:
     """The raw composition with its floats rounded to the precision of their standard errors
-    (:func:`kansym.symbolic.snap.round_constants`), when that keeps its R² within 1e-6; else
-    as it is."""
+    (:func:`kansym.symbolic.snap.round_constants`, which stops with ``deadline``), when that
+    keeps its R² within 1e-6; else as it is."""
     if not np.isfinite(raw_fid.r2_data):
         return raw, raw_fid
     try:
-        rounded = round_constants(raw, symbols, x, y, loss_space=loss_space, noise=noise)
+        rounded = round_constants(raw, symbols, x, y, loss_space=loss_space, noise=noise, deadline=deadline)
     except (ValueError, ArithmeticError, TypeError):
         return raw, raw_fid
     if not _finite(rounded, symbols, x):
