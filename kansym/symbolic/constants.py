@@ -9,8 +9,8 @@ this module holds its vocabulary, without data (docs/algorithms.md §8):
   formula gets the strictest context of the places it occupies.
 - **Candidates** (:func:`exact_candidates`): per context, the exact numbers near a value,
   with bounded denominators (``q <= 12``; ``q <= 6`` in an exponent), numerators of at
-  most 9 digits; ``pi`` and the other named constants (``1/pi``, ``pi**2``, ``sqrt(2)``,
-  ``sqrt(3)``, ``1/sqrt(2 pi)``) as factors, ``pi`` in a phase, ``p pi/q`` and
+  most 9 digits; ``pi`` and the other named constants (``1/pi``, ``pi**2``, ``1/pi**2``,
+  ``pi**3``, ``1/pi**3``, ``sqrt(2)``, ``sqrt(3)``, ``1/sqrt(2 pi)``) as factors, ``pi`` in a phase, ``p pi/q`` and
   ``p pi**2/q`` (``q <= 2``) in an offset (``sqrt(x**2 - pi**2)``), and never anything but
   a plain rational in an exponent.
 - **Description length** in bits. AI Feynman 2.0 (Udrescu et al. 2020, "AI Feynman 2.0:
@@ -46,8 +46,9 @@ CONTEXTS = ("exponent", "log_factor", "phase", "offset", "factor")
 MAX_DIGITS = 9  # no integer or rational of more than 9 digits in a formula
 MAX_DENOMINATOR = {"exponent": 6, "phase": 6, "offset": 12, "factor": 12, "log_factor": 12}
 # named constants a factor may hold, with the largest denominator of their coefficient
-NAMED = ((sympy.pi, 12), (1 / sympy.pi, 12), (sympy.pi ** 2, 4), (sympy.sqrt(2), 4), (sympy.sqrt(3), 4),
-         (1 / sympy.sqrt(2 * sympy.pi), 4))
+# (powers of pi up to the third: hbar = h/(2 pi) puts pi**-3 in Planck's law of radiation)
+NAMED = ((sympy.pi, 12), (1 / sympy.pi, 12), (sympy.pi ** 2, 4), (sympy.pi ** -2, 4), (sympy.pi ** 3, 4),
+         (sympy.pi ** -3, 4), (sympy.sqrt(2), 4), (sympy.sqrt(3), 4), (1 / sympy.sqrt(2 * sympy.pi), 4))
 NAME_BITS = math.log2(len(NAMED) + 1)  # which named constant, or none
 OFFSET_NAMED_DENOMINATOR = 2  # an additive offset may be p*pi/q or p*pi**2/q with q <= 2
 FLOAT_BIT = 1.0  # "this constant is a float": two nodes of the complexity, not one

@@ -42,6 +42,7 @@ import sympy
 
 from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic import _subsets as sub
+from kansym.symbolic._templates import occupation_candidates
 from kansym.symbolic._vocabulary import (_INVERSE_NP, _SLOPE, _design, _dictionary, _expression, _rational,
                                          _transforms)
 from kansym.symbolic.compose import lambdify_formula
@@ -248,6 +249,15 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
         if math.isfinite(err):
             raw.append((selection_score(max(err, outside), expression_complexity(expr), complexity_weight),
                         expression_complexity(expr), str(expr), expr))
+    if x.shape[1] == 1:  # amplitudes the links cannot hold: a x^p/(exp(c x^q) -+ 1), fitted (_templates)
+        for expr in occupation_candidates(x[:, 0], y, syms[0]):
+            with np.errstate(all="ignore"):
+                pred = np.broadcast_to(np.asarray(sympy.lambdify(syms, expr, "numpy")(x[rows, 0]), float),
+                                       (len(rows),))
+            err = _nrmse(y[rows], pred, relative)
+            if math.isfinite(err):
+                raw.append((selection_score(max(err, outside), expression_complexity(expr), complexity_weight),
+                            expression_complexity(expr), str(expr), expr))
     raw.sort(key=lambda r: r[:3])
     step = max(1, len(y) // REFINE_ROWS)
     xr, yr = x[::step], y[::step]

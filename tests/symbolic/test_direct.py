@@ -37,6 +37,9 @@ def _search(law: str, ranges: dict, rows: int = 2000):
     ("1/(exp(3*x/2) + 1)", {"x": (0.1, 4)}),
     ("1/(2*cosh(1/x))", {"x": (0.1, 9)}),  # a law of a ratio met in the other orientation
     ("w**4/(1 - w**2)**2", {"w": (0.2, 0.67)}),  # 1/sqrt(y) = 1/w**2 - 1
+    # regression (I.41.16 with units): an occupation number with an amplitude, pi**-3 snapped
+    ("x**3/(4*pi**3*(exp(x/(2*pi)) - 1))", {"x": (0.04, 25)}),
+    ("2*x/(exp(3*x) + 1)", {"x": (0.1, 3)}),  # Fermi-Dirac's with an amplitude
     ("-n*log(r)", {"n": (1, 5), "r": (0.2, 5)}),  # regression (I.44.4 with units): a power times a log
     # regression (I.15.3x with units): y² a ratio of polynomials, the square taken out of the root
     ("(1 - b)/sqrt(1 - a**2)", {"a": (0.1, 0.6), "b": (0.05, 0.8)}),
