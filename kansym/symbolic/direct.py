@@ -249,15 +249,15 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
         if math.isfinite(err):
             raw.append((selection_score(max(err, outside), expression_complexity(expr), complexity_weight),
                         expression_complexity(expr), str(expr), expr))
-    if x.shape[1] == 1:  # amplitudes the links cannot hold: a x^p/(exp(c x^q) -+ 1), fitted (_templates)
-        for expr in occupation_candidates(x[:, 0], y, syms[0]):
-            with np.errstate(all="ignore"):
-                pred = np.broadcast_to(np.asarray(sympy.lambdify(syms, expr, "numpy")(x[rows, 0]), float),
-                                       (len(rows),))
-            err = _nrmse(y[rows], pred, relative)
-            if math.isfinite(err):
-                raw.append((selection_score(max(err, outside), expression_complexity(expr), complexity_weight),
-                            expression_complexity(expr), str(expr), expr))
+    templates = []  # amplitudes the links cannot hold: a x^p/(exp(c x^q) -+ 1), fitted (_templates)
+    for expr in occupation_candidates(x[:, 0], y, syms[0]) if x.shape[1] == 1 else ():
+        with np.errstate(all="ignore"):
+            pred = np.broadcast_to(np.asarray(sympy.lambdify(syms, expr, "numpy")(x[rows, 0]), float), (len(rows),))
+        err = _nrmse(y[rows], pred, relative)
+        if math.isfinite(err):
+            templates.append((err, str(expr), expr))
+            raw.append((selection_score(max(err, outside), expression_complexity(expr), complexity_weight),
+                        expression_complexity(expr), str(expr), expr))
     raw.sort(key=lambda r: r[:3])
     step = max(1, len(y) // REFINE_ROWS)
     xr, yr = x[::step], y[::step]
@@ -302,4 +302,8 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
                 break
             expr = _expression(num, den, r[3], r[4], r[2])
             refined(expr, str(expr))
+        for _, key, expr in sorted(templates, key=lambda t: t[:2]):  # the fitted templates, by their own errors
+            if time_is_up(deadline):
+                break
+            refined(expr, key)
     return out
