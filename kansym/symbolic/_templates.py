@@ -54,7 +54,7 @@ def _fit(lx: np.ndarray, ly: np.ndarray, u: np.ndarray, p: int, s: int) -> tuple
         if not math.isfinite(la0):
             continue
         try:
-            sol = least_squares(resid, np.array([la0, c0]), method="lm", max_nfev=200)
+            sol = least_squares(resid, np.array([la0, c0]), method="trf", max_nfev=200)
         except (ValueError, FloatingPointError):
             continue
         rms = float(np.sqrt(np.mean(sol.fun ** 2)))
