@@ -269,8 +269,10 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
     search fit the data's systematics slightly better than the KAN's snapped law
     (Kepler's ``M**0.5016`` against ``sqrt(M)``). Nor is it ever displaced by a candidate
     whose held-out R² is more than ``R2_GAP`` below the model's (the verification rule),
-    whatever the weight. The returned formula's ``origin`` and ``reason`` say which won
-    and why.
+    whatever the weight. A candidate without a variable, or whose held-out R² is not above
+    0, is never chosen (its low complexity could outweigh the error of an unverified KAN
+    formula: I.30.3 with units printed ``0``). The returned formula's ``origin`` and
+    ``reason`` say which won and why.
     """
     def scored(expr: sympy.Expr) -> tuple[float, float]:
         """(selection score, R²) on the held-out rows."""
@@ -292,6 +294,8 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
         if not _finite(expr, kan.symbols, x_test):
             continue
         s, r2 = scored(expr)
+        if not (r2 > 0 and expr.free_symbols):
+            continue  # a constant, or no better than the mean: explains nothing (a timed-out search's "0")
         if not kan.warning and r2 < kan.r2_model_test - R2_GAP:
             continue  # never trade a verified formula for one that fails verification (e.g. a heavy weight's constant)
         margin = 0.0 if kan.warning or expression_complexity(expr) < kan_complexity else DIRECT_MARGIN

@@ -273,7 +273,7 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
             log.debug("direct search: refining %s failed (%s)", key, exc)
             return
         err = _error(fine, [to_signed[s] for s in syms], x, y, relative)
-        if math.isfinite(err) and str(fine) not in seen:
+        if math.isfinite(err) and fine.free_symbols and str(fine) not in seen:  # a constant is no law of x
             seen.add(str(fine))
             out.append(DirectCandidate(fine.xreplace(back), err, expression_complexity(fine)))
 

@@ -112,3 +112,27 @@ def test_estimator_warns_on_an_unverified_formula():
     with pytest.warns(UserWarning, match="below the model's"):
         est.fit(x, y)
     assert est.warning_ and est.formula_.r2_test < est.formula_.r2_model_test - 0.01
+
+
+def test_a_constant_or_worse_than_the_mean_never_displaces_an_unverified_kan_formula():
+    """Regression (I.30.3 with units, noise 0.01): against a KAN formula of 89 nodes that failed
+    its verification (R² 0.93), the direct search's ``0`` (R² -1.24, one node) won the selection
+    score and was printed."""
+    from kansym.discover.symbolify import choose_formula
+    from kansym.symbolic.direct import DirectCandidate
+    from kansym.symbolic.verify import r2_score
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 3, (600, 1))
+    y = np.sin(3 * x[:, 0]) * x[:, 0]
+    kan_expr = sum(sympy.Float(0.1 * k) * X1**k for k in range(1, 12))  # a long formula that misses
+    pred = sympy.lambdify([X1], kan_expr)(x[:, 0])
+    kan = _formula(kan_expr, r2_score(y, pred), 0.999)
+    assert kan.warning
+    poor = [DirectCandidate(sympy.Integer(0), 1.5, 1), DirectCandidate(sympy.Float(0.4) + 0 * X1, 1.0, 2),
+            DirectCandidate(-X1, 2.0, 2)]  # a constant, a constant again, R² < 0
+    assert r2_score(y, -x[:, 0]) < 0
+    chosen = choose_formula(kan, poor, 0.05, x, y, y, x, y)
+    assert chosen is kan
+    better = DirectCandidate(X1 * sympy.sin(3 * X1), 0.0, 6)
+    assert choose_formula(kan, poor + [better], 0.05, x, y, y, x, y).expr == better.expr
