@@ -32,7 +32,7 @@ __all__ = ["refit_constants", "refit_constants_counted", "snap_constant", "snap_
 
 SECOND_PASS_FLOATS = 12  # at most this many floats left: a second snapping pass after the first fused some
 TRIG_MAX_OPS = 20  # sympy.simplify of a formula with a circular function only up to this many operations
-TRIG = (sympy.sin, sympy.cos, sympy.tan)
+TRIG = (sympy.sin, sympy.cos, sympy.tan, sympy.sinh, sympy.cosh, sympy.tanh)  # their identities: trigsimp
 
 
 def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
@@ -42,8 +42,9 @@ def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
     milliseconds even for the composition of an unpruned network), and ``sympy.simplify``
     only when the expression has at most ``max_ops`` operations (``sympy.count_ops``;
     well under a second there, while on large formulas it can run for minutes), at most
-    :data:`TRIG_MAX_OPS` when it holds a sin, cos or tan (whose ``trigsimp`` ran for
-    minutes on a 31-operation composition), and no
+    :data:`TRIG_MAX_OPS` when it holds a circular or hyperbolic function (whose ``trigsimp`` ran for
+    minutes on a 31-operation composition) and none of them has a float in its argument
+    (no identity applies there, and ``trigsimp`` searched for minutes at 16 operations), and no
     ``Abs``, ``sign`` or ``Piecewise`` (whose case analysis took minutes even there). Which
     rewrites run depends on the expression alone, never on the clock: sympy cannot be
     stopped after a count of work, and a cut-off in seconds would make a busy machine
@@ -60,7 +61,12 @@ def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
     # and its trigsimp tries pairs of a sum's terms: with a sine in a sum of seven terms under a
     # tanh (a KAN's composition, 31 operations) it ran for minutes past the time limit
     ops = sympy.count_ops(expr)
-    if ops <= (TRIG_MAX_OPS if expr.has(*TRIG) else max_ops) and not expr.has(sympy.Abs, sympy.sign, sympy.Piecewise):
+    # trigsimp's identities need exact arguments: with a float inside a sine it finds nothing, and
+    # cos(0.58435 a - 0.58431 b) beside cos(a - b) kept it busy for minutes at 16 operations (two
+    # tanh of float sums, rewritten as exp, had it factor polynomials for minutes at 24)
+    float_phase = any(f.args[0].has(sympy.Float) for f in expr.atoms(*TRIG))
+    if ops <= (TRIG_MAX_OPS if expr.has(*TRIG) else max_ops) and not float_phase \
+            and not expr.has(sympy.Abs, sympy.sign, sympy.Piecewise):
         options.append(sympy.simplify)
     floats = len(expr.atoms(sympy.Float))
     # a rewrite may not turn exact numbers into floats (simplify writes 81/(10*pi*x) as 8.1/(pi*x))

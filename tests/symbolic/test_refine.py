@@ -201,6 +201,19 @@ def test_simplify_formula_skips_sympy_simplify_on_a_long_trigonometric_compositi
     monkeypatch.setattr(sympy, "simplify", lambda e, *a, **k: called.append(e) or real(e, *a, **k))
     out = simplify_formula(expr)
     assert called == [] and sympy.count_ops(out) <= sympy.count_ops(expr)
+    # nor a short one with a float inside a cosine: trigsimp searched this 16-operation formula of
+    # III.9.52 with units (noise 0.01) for minutes
+    a, b, c = sympy.symbols("pi1 pi2 pi3", positive=True)
+    floats = sympy.Float(0.0015222) * c * (-36 * (b - a) ** 2 + 1463 * sympy.cos(sympy.Float(0.58435) * a
+                                           - sympy.Float(0.58431) * b) + 132 * sympy.cos(a - b) + 2541)
+    assert sympy.count_ops(floats) <= 20
+    simplify_formula(floats)
+    # nor two tanh of float sums (rewritten as exp, their polynomials were factored for minutes)
+    simplify_formula(7118 * sympy.tanh(sympy.Float(-0.3255774) * a + sympy.Float(0.3255781) * b
+                                       + sympy.Float(0.0005945) * c)
+                     + 8921 * sympy.sqrt(2) * sympy.tanh(sympy.Float(0.3255781) * a - sympy.Float(0.3255774) * b
+                                                         + sympy.Float(0.0003006) * c) / sympy.sqrt(sympy.pi))
+    assert called == []
     # a short one still gets sympy.simplify: sin^2 + cos^2 is 1
     x = sympy.Symbol("x")
     assert simplify_formula(sympy.sin(x) ** 2 + sympy.cos(x) ** 2 + x) == x + 1
