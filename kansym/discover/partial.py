@@ -38,6 +38,7 @@ from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.direct import DirectCandidate
 from kansym.symbolic.export import to_latex
 from kansym.symbolic.names import identifiers, rename_symbols
+from kansym.symbolic.numeric import edge_labels
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import exact_as_floats, refine
 from kansym.symbolic.verify import fidelity, r2_score
@@ -157,13 +158,14 @@ def answer_lines(formula: Formula) -> list[str]:
         return str(rename_symbols(expr, on_idents))
     if not f.partial:
         return [f"{f.target} = {to_latex(f.expr)}", f"sympy: {text(f.expr)}{mapped}"]
-    edges = ", ".join(f.numeric_edges)
+    edges = edge_labels(f.numeric_edges)  # the name in formula.json, and the edge as the log names it
     c = f.closed_form
     best = ("best closed form found: none" if c is None else
             f"best closed form found (not verified: R² ({rows_label(f)}) = {c.r2_test:.6f}, "
             f"model's {f.r2_model_test:.6f}): {text(c.expr)}")
     return [f"{f.target}: no closed form was verified (edges {edges} fit no primitive)", best,
-            f"partial formula (R² below are its): not printed, as {edges} are numeric curves of the model, "
+            f"partial formula (R² below are its): not printed, as {', '.join(f.numeric_edges)} are numeric curves "
+            "of the model, "
             "not functions; it is kept in formula.json ('sympy') and Formula.expr"]
 
 

@@ -14,6 +14,7 @@ from sympy.core.function import AppliedUndef
 from kansym.io.bundle import ModelBundle
 from kansym.prune.prune import PruneResult
 from kansym.symbolic.compose import SymbolicKAN, lambdify_formula
+from kansym.symbolic.numeric import edge_labels
 from kansym.symbolic.residuals import formula_residual_r2
 from kansym.symbolic.verify import Fidelity
 
@@ -170,7 +171,7 @@ class Formula:
                          f"from their nearest fitting rows' with R² {self.r2_residual:.2f} > {RESIDUAL_R2}): the "
                          "formula approximates the law without being it")
         if self.numeric_edges:
-            notes.append(f"edges {', '.join(self.numeric_edges)} fit no primitive and stay numeric: a partial "
+            notes.append(f"edges {edge_labels(self.numeric_edges)} fit no primitive and stay numeric: a partial "
                          "formula, no closed form was verified")
         return "; ".join(notes) or None
 

@@ -22,7 +22,7 @@ from sympy.utilities.lambdify import implemented_function
 
 from kansym.errors import ConfigError
 
-__all__ = ["NumericEdge", "NUMERIC", "numeric_edge"]
+__all__ = ["NumericEdge", "NUMERIC", "numeric_edge", "edge_labels"]
 
 NUMERIC = "numeric"
 COMPLEXITY = 10  # dearer than every primitive: the Occam step replaces it when it can
@@ -123,3 +123,21 @@ def numeric_edge(edge: tuple[int, int, int], x: np.ndarray, y: np.ndarray, *, r2
     if q.size < 2:
         q, vals = np.array([xs[0], xs[0] + 1.0]), np.array([ys[0], ys[0]])
     return NumericEdge("phi_{}_{}_{}".format(*edge), tuple(map(float, q)), tuple(map(float, vals)), float(r2), best)
+
+
+def edge_labels(names) -> str:
+    """``phi_l_i_j`` names as printed to a user, each with the edge the log calls it by:
+    ``"phi_0_4_0 (edge 0:4->0)"``; names of another form are left as they are.
+
+    >>> edge_labels(["phi_0_4_0", "phi_1_0_0"])
+    'phi_0_4_0 (edge 0:4->0), phi_1_0_0 (edge 1:0->0)'
+    """
+    out = []
+    for name in names:
+        parts = name.split("_")
+        if len(parts) == 4 and parts[0] == "phi" and all(p.isdigit() for p in parts[1:]):
+            out.append(f"{name} (edge {parts[1]}:{parts[2]}->{parts[3]})")
+        else:
+            out.append(name)
+    return ", ".join(out)
+

@@ -66,7 +66,7 @@ def test_a_partial_formula_carries_the_best_closed_form_and_says_no_closed_form_
 
     print_formulas([f])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "y: no closed form was verified (edges phi_0_0_0 fit no primitive)"
+    assert lines[0] == "y: no closed form was verified (edges phi_0_0_0 (edge 0:0->0) fit no primitive)"
     assert lines[1].startswith("best closed form found (not verified: R² (held-out, 300 rows) = ")
     assert not any(re.match(r"^(y =|sympy:)", line) for line in lines)
     # no printed line applies the opaque function: neither the answer nor the front prints it
@@ -127,7 +127,7 @@ def test_kanregressor_says_what_the_cli_prints_for_a_partial_formula(tmp_path, c
     est = KANRegressor.from_record(tmp_path / "formula.json")
     assert est.status_ == "partial" and est.closed_form_ is not None
     summary = est.summary().splitlines()
-    assert summary[0] == printed[0] == "y: no closed form was verified (edges phi_0_0_0 fit no primitive)"
+    assert summary[0] == printed[0] == "y: no closed form was verified (edges phi_0_0_0 (edge 0:0->0) fit no primitive)"
     assert summary[1] == printed[1] and summary[1].endswith(str(est.closed_form_.expr))
     assert report_lines(f) == printed
     assert all(line.startswith("%") for line in est.latex().splitlines())  # nothing typesets as the law
