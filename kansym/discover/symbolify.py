@@ -271,7 +271,7 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
     whose held-out R² is more than ``R2_GAP`` below the model's (the verification rule),
     whatever the weight. A candidate without a variable, or whose held-out R² is not above
     0, is never chosen (its low complexity could outweigh the error of an unverified KAN
-    formula: I.30.3 with units printed ``0``). The returned formula's ``origin`` and
+    formula: a Feynman law with units at noise 0.01 printed ``0``). The returned formula's ``origin`` and
     ``reason`` say which won and why.
     """
     def scored(expr: sympy.Expr) -> tuple[float, float]:
