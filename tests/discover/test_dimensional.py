@@ -157,29 +157,43 @@ def test_the_reduced_model_is_named_for_what_it_predicts():
     assert res.formulas[0].target == "E"
 
 
-def test_a_formula_on_the_groups_that_does_not_verify_gives_way_to_one_on_the_columns(monkeypatch, caplog):
-    """Regression (Feynman with units: I.11.19 and I.8.14 verified without units, not with): when
-    the discovery on the dimensionless groups ends unverified, the columns are searched too,
-    in the time left, and their verified formula is the answer."""
+DECAY_UNITS = {"L": "m", "t": "s", "tau": "s", "d": "m"}
+
+
+def _decay(n):
+    """d = L exp(-t/tau) on n rows."""
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.uniform(1, 3, n), rng.uniform(0.1, 2, n), rng.uniform(1, 3, n)])
+    return x, x[:, 0] * np.exp(-x[:, 1] / x[:, 2])
+
+
+def _groups_fail_verification(monkeypatch, seen=None):
+    """Make the discovery on the groups end unverified (its held-out R² 0.5 below the model's);
+    ``seen["groups_limit"]`` records the limit it was given."""
     import kansym.discover.dimensional as dim
 
     on_groups = dim._on_groups
-    seen = {}
 
-    def unverified(*args):  # the groups' result, made to fail its verification
-        deadline = args[-1]
-        seen["groups_limit"] = deadline.seconds
+    def unverified(*args):
+        if seen is not None:
+            seen["groups_limit"] = args[-1].seconds
         res = on_groups(*args)
         f = res.formulas[0]
         return dataclasses.replace(res, formulas=(dataclasses.replace(f, r2_test=f.r2_model_test - 0.5),))
 
     monkeypatch.setattr(dim, "_on_groups", unverified)
-    rng = np.random.default_rng(0)
-    x = np.column_stack([rng.uniform(1, 3, 600), rng.uniform(0.1, 2, 600), rng.uniform(1, 3, 600)])
-    y = x[:, 0] * np.exp(-x[:, 1] / x[:, 2])
-    units = {"L": "m", "t": "s", "tau": "s", "d": "m"}
+    return dim
+
+
+def test_a_formula_on_the_groups_that_does_not_verify_gives_way_to_one_on_the_columns(monkeypatch, caplog):
+    """Regression (Feynman with units: I.11.19 and I.8.14 verified without units, not with): when
+    the discovery on the dimensionless groups ends unverified, the columns are searched too,
+    in the time left, and their verified formula is the answer."""
+    seen = {}
+    dim = _groups_fail_verification(monkeypatch, seen)
+    x, y = _decay(600)
     with caplog.at_level("INFO", logger="kansym"):
-        res = discover_with_units(x, y, ["L", "t", "tau"], "d", units, DiscoverConfig(time_limit=100))
+        res = discover_with_units(x, y, ["L", "t", "tau"], "d", DECAY_UNITS, DiscoverConfig(time_limit=100))
     assert seen["groups_limit"] == pytest.approx(dim.GROUPS_SHARE * 100, rel=0.01)  # half the limit, its own
     assert "did not verify; discovering on the columns too" in caplog.text
     f = res.formulas[0]
@@ -188,19 +202,8 @@ def test_a_formula_on_the_groups_that_does_not_verify_gives_way_to_one_on_the_co
 
 
 def test_without_time_left_the_unverified_formula_on_the_groups_stands(monkeypatch):
-    import kansym.discover.dimensional as dim
-
+    dim = _groups_fail_verification(monkeypatch)
     monkeypatch.setattr(dim, "MIN_PLAIN_SECONDS", 1e9)  # never enough time left for the columns
-    on_groups = dim._on_groups
-
-    def unverified(*args):
-        res = on_groups(*args)
-        f = res.formulas[0]
-        return dataclasses.replace(res, formulas=(dataclasses.replace(f, r2_test=f.r2_model_test - 0.5),))
-
-    monkeypatch.setattr(dim, "_on_groups", unverified)
-    rng = np.random.default_rng(0)
-    x = np.column_stack([rng.uniform(1, 3, 300), rng.uniform(0.1, 2, 300), rng.uniform(1, 3, 300)])
-    res = discover_with_units(x, x[:, 0] * np.exp(-x[:, 1] / x[:, 2]), ["L", "t", "tau"], "d",
-                              {"L": "m", "t": "s", "tau": "s", "d": "m"}, DiscoverConfig(time_limit=100))
+    x, y = _decay(300)
+    res = discover_with_units(x, y, ["L", "t", "tau"], "d", DECAY_UNITS, DiscoverConfig(time_limit=100))
     assert res.reduction is not None and "below the model's" in res.formulas[0].warning
