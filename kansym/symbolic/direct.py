@@ -252,7 +252,7 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     templates = []  # amplitudes the links cannot hold: a x^p/(exp(c x^q) -+ 1), fitted (_templates)
     for expr in occupation_candidates(x[:, 0], y, syms[0]) if x.shape[1] == 1 else ():
         with np.errstate(all="ignore"):
-            pred = np.broadcast_to(np.asarray(sympy.lambdify(syms, expr, "numpy")(x[rows, 0]), float), (len(rows),))
+            pred = np.broadcast_to(np.asarray(lambdify_formula(expr, syms)(x[rows]), float), (len(rows),))
         err = _nrmse(y[rows], pred, relative)
         if math.isfinite(err):
             templates.append((err, str(expr), expr))

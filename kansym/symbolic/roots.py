@@ -27,10 +27,15 @@ __all__ = ["take_out_squares"]
 RTOL = 1e-9  # the rewrite must evaluate like the input to this relative tolerance on every row
 
 
+def _values(expr: sympy.Expr, symbols: Sequence[Any], X: np.ndarray) -> np.ndarray:
+    """``expr`` on the rows of ``X``, shape ``(n_rows,)``."""
+    with np.errstate(all="ignore"):
+        return np.broadcast_to(np.asarray(lambdify_formula(expr, list(symbols))(X), dtype=np.float64), (len(X),))
+
+
 def _sign_on_rows(factor: sympy.Expr, symbols: Sequence[Any], X: np.ndarray) -> int:
     """+1 or -1 if ``factor`` keeps that strict sign on every row of ``X``, else 0."""
-    with np.errstate(all="ignore"):
-        v = np.broadcast_to(np.asarray(lambdify_formula(factor, list(symbols))(X), dtype=np.float64), (len(X),))
+    v = _values(factor, symbols, X)
     if not np.all(np.isfinite(v)):
         return 0
     return 1 if np.all(v > 0) else (-1 if np.all(v < 0) else 0)
@@ -97,9 +102,7 @@ def take_out_squares(expr: sympy.Expr, symbols: Sequence[Any], X: Any) -> sympy.
     out = min([out, sympy.factor_terms(out), sympy.powsimp(out)], key=sympy.count_ops)
     if sympy.count_ops(out) > sympy.count_ops(expr):
         return expr
-    with np.errstate(all="ignore"):
-        old = np.broadcast_to(np.asarray(lambdify_formula(expr, list(symbols))(X), dtype=np.float64), (len(X),))
-        new = np.broadcast_to(np.asarray(lambdify_formula(out, list(symbols))(X), dtype=np.float64), (len(X),))
+    old, new = _values(expr, symbols, X), _values(out, symbols, X)
     ok = np.isfinite(old)
     if not ok.any() or not np.allclose(new[ok], old[ok], rtol=RTOL, atol=0) or not np.all(np.isfinite(new[ok])):
         return expr
