@@ -80,19 +80,28 @@ def interaction_r2(x: np.ndarray, y: np.ndarray, *, degree: int = 5, pairs: int 
 
 
 def interaction_error(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, *,
-                      degree: int = 5, pairs: int = 2, max_rows: int = 2000) -> float:
+                      degree: int = 5, pairs: int = 2, max_rows: int = 2000, factor: np.ndarray | None = None,
+                      factor_test: np.ndarray | None = None) -> float:
     """Normalised RMS error (:func:`kansym.symbolic.verify.nrmse`) on held-out rows of the
     model of :func:`interaction_r2` fitted on ``x, y``: a noise floor estimated from the data
     without the KAN (fitted and judged on different rows, so a table of few rows, where the
-    polynomial would follow every point, gets no false floor). ``inf`` when it cannot be fitted."""
+    polynomial would follow every point, gets no false floor). ``inf`` when it cannot be fitted.
+
+    With ``factor`` and ``factor_test`` (a known positive factor of each row, shapes (N,) and
+    (N_test,)) the model is fitted and judged on ``factor * y`` (weighted least squares, the
+    errors of :func:`kansym.symbolic.direct.direct_search`'s ``factor``)."""
+    step = max(1, x.shape[0] // max_rows)
+    w = np.ones(x.shape[0] // step + 1) if factor is None else np.asarray(factor, dtype=np.float64)[::step]
     x, y = _rows(x, y, max_rows)
+    w = w[: len(y)]
     xt = np.asarray(x_test, dtype=np.float64)
     yt = np.asarray(y_test, dtype=np.float64).reshape(xt.shape[0], -1)[:, 0]
     A = legendre_features(x, degree, pairs)
     if A.shape[1] >= x.shape[0] or not (np.all(np.isfinite(A)) and np.all(np.isfinite(y))):
         return float("inf")
-    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
-    return nrmse(yt, legendre_features(xt, degree, pairs, x.min(axis=0), x.max(axis=0)) @ coef)
+    wt = np.ones(len(yt)) if factor_test is None else np.asarray(factor_test, dtype=np.float64)
+    coef, *_ = np.linalg.lstsq(A * w[:, None], y * w, rcond=None)
+    return nrmse(wt * yt, wt * (legendre_features(xt, degree, pairs, x.min(axis=0), x.max(axis=0)) @ coef))
 
 
 def table_space(space: str, *tables: np.ndarray) -> str:

@@ -63,7 +63,43 @@ def _fit(lx: np.ndarray, ly: np.ndarray, u: np.ndarray, p: int, s: int) -> tuple
     return best
 
 
-def occupation_candidates(x: np.ndarray, y: np.ndarray, symbol: sympy.Symbol, keep: int = 2) -> list[sympy.Expr]:
+def _polish(x: np.ndarray, y: np.ndarray, factor: np.ndarray, start: tuple[float, float] | None, p: int, q: int,
+            s: int, sign: float) -> tuple[float, float, float] | None:
+    """Weighted least squares of ``factor * (sign a x**p / (exp(c x**q) - s) - y)`` over ``(log a, c)``,
+    from the fit of the logs (``start``, may be None) and from each of ``RATE_STARTS`` with its best
+    amplitude (linear in ``a``); ``(log a, c, nrmse of factor * y)`` of the best, or None."""
+    u, fy = x ** q, factor * y
+    scale = float(np.std(fy)) or 1.0
+
+    def shape(c: float) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return factor * sign * np.exp(p * np.log(x)) / (np.exp(c * u) - s)
+
+    def resid(theta: np.ndarray) -> np.ndarray:
+        r = np.exp(theta[0]) * shape(theta[1]) - fy
+        return np.where(np.isfinite(r), r, 1e6 * scale)
+
+    starts = [start] if start is not None else []
+    for rate in RATE_STARTS:
+        c0 = rate / float(np.median(np.abs(u)))
+        g = shape(c0)
+        a0 = float(np.dot(g, fy) / np.dot(g, g)) if np.all(np.isfinite(g)) and np.dot(g, g) > 0 else 0.0
+        if a0 > 0:
+            starts.append((math.log(a0), c0))
+    best = None
+    for la, c in starts:
+        try:
+            sol = least_squares(resid, np.array([la, c]), method="trf", max_nfev=200)
+        except (ValueError, FloatingPointError):
+            continue
+        rms = float(np.sqrt(np.mean(sol.fun ** 2))) / scale
+        if math.isfinite(rms) and (best is None or rms < best[2]):
+            best = (float(sol.x[0]), float(sol.x[1]), rms)
+    return best
+
+
+def occupation_candidates(x: np.ndarray, y: np.ndarray, symbol: sympy.Symbol, keep: int = 2,
+                          factor: np.ndarray | None = None) -> list[sympy.Expr]:
     """The ``keep`` best templates of the module docstring for ``y(x)`` (one input), as sympy
     expressions with float constants; none unless ``y`` keeps one sign and ``x > 0``.
 
@@ -75,19 +111,33 @@ def occupation_candidates(x: np.ndarray, y: np.ndarray, symbol: sympy.Symbol, ke
         The input's symbol.
     keep : int
         Most candidates returned, best (smallest RMS error of ``log |y|``) first.
+    factor : ndarray (N,), optional
+        A known positive factor of each row (:func:`kansym.symbolic.direct.direct_search`'s):
+        the fits of the logs start from the rows of the sign of most, then each template is
+        refitted by least squares on ``factor * y`` (all rows: noise may give ``y`` both signs
+        where the law is small) and ranked by that error.
     """
     x, y = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
-    sign = 1.0 if np.all(y > 0) else (-1.0 if np.all(y < 0) else 0.0)
+    if factor is None:
+        sign = 1.0 if np.all(y > 0) else (-1.0 if np.all(y < 0) else 0.0)
+    else:
+        factor = np.asarray(factor, dtype=np.float64).ravel()
+        sign = 1.0 if np.mean(y > 0) > 0.5 else -1.0
     if not sign or not np.all(x > 0) or x.size < 10:
         return []
     rows = np.unique(np.linspace(0, x.size - 1, min(ROWS, x.size)).astype(int))
-    lx, ly = np.log(x[rows]), np.log(sign * y[rows])
+    logs = rows[sign * y[rows] > 0]  # every row without a factor
+    if logs.size < 10:
+        return []
+    lx, ly = np.log(x[logs]), np.log(sign * y[logs])
     found = []
     for q in (1, -1):
-        u = x[rows] ** q
+        u = x[logs] ** q
         for s in (1, -1):
             for p in POWERS:
                 fit = _fit(lx, ly, u, p, s)
+                if factor is not None:
+                    fit = _polish(x[rows], y[rows], factor[rows], None if fit is None else fit[:2], p, q, s, sign)
                 if fit is not None:
                     la, c, rms = fit
                     expr = sign * sympy.Float(math.exp(la)) * symbol ** p / (

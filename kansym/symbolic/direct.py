@@ -51,13 +51,16 @@ from kansym.symbolic.refine import refine, simplify_formula
 from kansym.symbolic.roots import take_out_squares
 from kansym.symbolic.verify import nrmse
 
-__all__ = ["DirectCandidate", "direct_search", "choose", "selection_score", "ERROR_FLOOR"]
+__all__ = ["DirectCandidate", "direct_search", "choose", "choose_significant", "significantly_better",
+           "selection_score", "ERROR_FLOOR"]
 
 log = logging.getLogger("kansym")
 
 ERROR_FLOOR = 1e-9  # normalised RMS errors below this count as exact (float64 refits)
 SEARCH_ROWS = 600  # evenly spaced rows used for the subset solves
 REFINE_ROWS = 2000  # at most about this many rows for the refit of a candidate
+SIGNIFICANT_SD = 4.0  # a sum of squares this many sampling SDs (sqrt(2/N)) smaller is no chance (significantly_better)
+SIGNIFICANT_NODES = 2  # ... and a formula that much smaller wins with up to this many more nodes
 SHARP = 3  # with a noise floor from outside: the raw candidates best by their own errors, refined besides
 
 
@@ -109,19 +112,59 @@ def choose(candidates: Sequence[DirectCandidate], complexity_weight: float) -> D
                                           c.complexity, str(c.expr)))
 
 
+def significantly_better(error: float, floats: int, complexity: int, than: tuple[float, int, int], n_rows: int, *,
+                         sd: float = SIGNIFICANT_SD, nodes: int = SIGNIFICANT_NODES) -> bool:
+    """Whether a formula of ``error``, ``floats`` fitted constants and ``complexity`` beats one of
+    ``than = (error, floats, complexity)`` on the evidence of ``n_rows`` rows, whatever the score.
+
+    At the noise floor a law and a close approximation of it differ by a few % of error, less
+    than :func:`selection_score`'s price of one node (``10**w``-fold). A sum of squares smaller
+    by more than ``sd`` sampling standard deviations of a ratio of two such sums (``sqrt(2/N)``
+    each) is not chance; with no more fitted constants and at most ``nodes`` more nodes the
+    formula is then the better description of the rows (an F-test on the residuals, Draper &
+    Smith 1998, *Applied Regression Analysis*, §2.6, with a margin for the rows shared by both fits).
+    """
+    other, other_floats, other_complexity = than
+    if not (math.isfinite(error) and math.isfinite(other)) or error <= 0 or n_rows < 2:
+        return False
+    return bool((other / error) ** 2 > 1 + sd * math.sqrt(2 / n_rows) and floats <= other_floats
+                and complexity <= other_complexity + nodes)
+
+
+def choose_significant(candidates: Sequence[DirectCandidate], complexity_weight: float,
+                       n_rows: int) -> DirectCandidate | None:
+    """:func:`choose`, then, while a candidate is :func:`significantly_better` than the choice on
+    ``n_rows`` rows, the one of least error among those (ties: simpler, then by text); each step
+    lowers the error, so a law two nodes above an approximation that is itself two nodes above
+    the score's choice is reached in two steps."""
+    best = choose(candidates, complexity_weight)
+    while best is not None:
+        key = (best.error, len(best.expr.atoms(sympy.Float)), best.complexity)
+        better = [c for c in candidates
+                  if significantly_better(c.error, len(c.expr.atoms(sympy.Float)), c.complexity, key, n_rows)]
+        if not better:
+            break
+        best = min(better, key=lambda c: (c.error, c.complexity, str(c.expr)))
+    return best
+
+
 def _error(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray,
-           relative: bool = False) -> float:
-    """:func:`~kansym.symbolic.verify.nrmse` of ``expr`` on ``x, y`` (of the logs when ``relative``);
-    ``inf`` if it cannot be evaluated."""
+           relative: bool = False, factor: np.ndarray | None = None) -> float:
+    """:func:`~kansym.symbolic.verify.nrmse` of ``expr`` on ``x, y`` (of the logs when ``relative``,
+    of ``factor * y`` when a factor is given); ``inf`` if it cannot be evaluated."""
     try:
         with np.errstate(all="ignore"):
             pred = lambdify_formula(expr, symbols)(x)
     except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError):
         return math.inf
-    return _nrmse(y, pred, relative)
+    return _nrmse(y, pred, relative, factor)
 
 
-def _nrmse(y: np.ndarray, pred, relative: bool) -> float:
+def _nrmse(y: np.ndarray, pred, relative: bool, factor: np.ndarray | None = None) -> float:
+    if factor is not None:
+        with np.errstate(all="ignore"):
+            err = nrmse(factor * y, factor * np.broadcast_to(np.asarray(pred, dtype=np.float64), y.shape))
+        return err if math.isfinite(err) else math.inf
     if not relative:
         return nrmse(y, pred)
     with np.errstate(all="ignore"):
@@ -145,7 +188,7 @@ def _signed(symbols: Sequence[sympy.Symbol], x: np.ndarray) -> dict[sympy.Symbol
 def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol], *,
                   complexity_weight: float = 0.05, max_terms: int = 3, keep: int = 4,
                   refine_top: int = 4, noise: float | None = None, relative: bool = False,
-                  deadline: Deadline | None = None) -> list[DirectCandidate]:
+                  factor: np.ndarray | None = None, deadline: Deadline | None = None) -> list[DirectCandidate]:
     """Search small formulas ``y = f(x)`` for one or two inputs.
 
     Parameters
@@ -176,6 +219,16 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
         ``y``'s errors are relative to it (a model fitted in log units): each row of the
         subset solves is weighed by ``1 / (y |T'(y)|)``, and candidates are judged, refined and
         returned with their errors in log units (``noise`` too). Only for ``y > 0``.
+    factor : ndarray (N,), optional
+        A known positive factor of each row: the law is ``factor * y = factor * f(x)`` and its
+        errors are those of ``factor * y`` (weighted least squares with weights
+        ``factor**2``). After a dimensional reduction ``y`` is the target over its monomial
+        and ``factor`` the monomial: noise of constant size on the target is
+        ``noise / monomial`` on ``y``, and an unweighted fit lets the rows of small monomial,
+        the noisiest, decide. The subset solves weigh each row by ``factor / |T'(y)|``, the
+        refinements refit ``M f(x)`` on ``factor * y`` (``M`` a symbol fed the factor), and
+        errors and ``noise`` are normalised RMS errors of ``factor * y``. Ignored with
+        ``relative``.
     deadline : kansym.deadline.Deadline, optional
         The run's time limit, looked at before each target transform (a family of
         candidates) but the first, and before each refinement but the first: once it has
@@ -197,6 +250,10 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     syms = [sympy.Symbol(s.name) for s in symbols]
     to_signed = {p: signed[s] for p, s in zip(syms, symbols)}
     relative = relative and bool(np.all(y > 0))
+    if factor is not None:
+        factor = np.asarray(factor, dtype=np.float64).ravel()
+        if relative or factor.shape != y.shape or not np.all(np.isfinite(factor) & (factor > 0)):
+            factor = None
     num, den = _dictionary(x, syms)
     index = sub.subset_index(len(num), len(den), max_terms)
     rows = np.unique(np.linspace(0, len(y) - 1, min(SEARCH_ROWS, len(y))).astype(int))
@@ -211,9 +268,10 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
             deadline.cut(f"direct search: {k} of {len(families)} target transforms searched")
             break
         A = _design(t, num, den, rows)
-        if relative:  # weighted least squares: each row's error relative to y, in T's units
-            with np.errstate(all="ignore"):
-                weight = 1.0 / (y[rows] * _SLOPE[name](y[rows]))
+        if relative or factor is not None:  # weighted least squares: each row's error relative to y (or
+            with np.errstate(all="ignore"):  # times the factor), in T's units
+                scale = y[rows] if relative else 1.0 / factor[rows]
+                weight = 1.0 / np.abs(scale * _SLOPE[name](y[rows]))
             if not np.all(np.isfinite(weight)):
                 continue
             A, t = A * weight[:, None], t.copy()
@@ -230,7 +288,7 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
                 pred = _INVERSE_NP[name](_rational(num, den, cols, coef, rows))
                 if name in ("sq", "invsq") and np.all(y < 0):
                     pred = -pred
-            err = _nrmse(y[rows], pred, relative)
+            err = _nrmse(y[rows], pred, relative, None if factor is None else factor[rows])
             if math.isfinite(err):
                 approx = 3 * (len(cols) - 1) + (0 if name == "id" else 2)
                 prelim.append((selection_score(max(err, outside), approx, complexity_weight), name, inverse, cols,
@@ -250,10 +308,10 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
             raw.append((selection_score(max(err, outside), expression_complexity(expr), complexity_weight),
                         expression_complexity(expr), str(expr), expr))
     templates = []  # amplitudes the links cannot hold: a x^p/(exp(c x^q) -+ 1), fitted (_templates)
-    for expr in occupation_candidates(x[:, 0], y, syms[0]) if x.shape[1] == 1 else ():
+    for expr in occupation_candidates(x[:, 0], y, syms[0], factor=factor) if x.shape[1] == 1 else ():
         with np.errstate(all="ignore"):
             pred = np.broadcast_to(np.asarray(lambdify_formula(expr, syms)(x[rows]), float), (len(rows),))
-        err = _nrmse(y[rows], pred, relative)
+        err = _nrmse(y[rows], pred, relative, None if factor is None else factor[rows])
         if math.isfinite(err):
             templates.append((err, str(expr), expr))
             raw.append((selection_score(max(err, outside), expression_complexity(expr), complexity_weight),
@@ -266,13 +324,19 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
 
     def refined(expr: sympy.Expr, key: str) -> None:
         try:
-            fine = refine(expr, syms, xr, yr, noise=noise, loss_space="log" if relative else "linear")
+            if factor is None:
+                fine = refine(expr, syms, xr, yr, noise=noise, loss_space="log" if relative else "linear")
+            else:
+                fine = _refine_times_factor(expr, syms, xr, yr, factor[::step], noise)
+                if fine is None:
+                    log.debug("direct search: refining %s did not keep the factor apart", key)
+                    return
             fine = simplify_formula(fine.xreplace(to_signed))
             fine = take_out_squares(fine, [to_signed[s] for s in syms], xr)  # sqrt(b/(1-a)^2) -> sqrt(b)/(1-a)
         except Exception as exc:  # a refit that fails leaves this raw candidate out  # noqa: BLE001
             log.debug("direct search: refining %s failed (%s)", key, exc)
             return
-        err = _error(fine, [to_signed[s] for s in syms], x, y, relative)
+        err = _error(fine, [to_signed[s] for s in syms], x, y, relative, factor)
         if math.isfinite(err) and fine.free_symbols and str(fine) not in seen:  # a constant is no law of x
             seen.add(str(fine))
             out.append(DirectCandidate(fine.xreplace(back), err, expression_complexity(fine)))
@@ -306,4 +370,22 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
             if time_is_up(deadline):
                 break
             refined(expr, key)
+    return out
+
+
+def _refine_times_factor(expr: sympy.Expr, syms: list[sympy.Symbol], x: np.ndarray, y: np.ndarray,
+                         factor: np.ndarray, noise: float | None) -> sympy.Expr | None:
+    """``expr`` refined as ``M * expr`` on ``factor * y`` (``M`` an input fed ``factor``): the
+    weighted refit, snaps and simplification of :func:`direct_search`'s ``factor``; the
+    result with ``M = 1``, or None when it is no longer ``M`` times a function of ``x``."""
+    m = sympy.Dummy("factor", positive=True)
+    xm = np.column_stack([x, factor])
+    fine = refine(m * expr, [*syms, m], xm, factor * y, noise=noise, loss_space="linear")
+    out = fine.xreplace({m: sympy.Integer(1)})
+    # the refinement may rewrite M f(x) (e.g. M under a root): keep it only when it still is M f(x)
+    with np.errstate(all="ignore"):
+        whole = np.asarray(lambdify_formula(fine, [*syms, m])(xm), dtype=np.float64)
+        parts = factor * np.asarray(lambdify_formula(out, syms)(x), dtype=np.float64)
+    if m in out.free_symbols or not np.allclose(whole, parts, rtol=1e-9, atol=0, equal_nan=False):
+        return None
     return out

@@ -57,7 +57,8 @@ def _even(n: int, m: int) -> np.ndarray:
 
 
 def residual_r2(x_fit: np.ndarray, res_fit: np.ndarray, x_test: np.ndarray, res_test: np.ndarray, *,
-                scale: float, k: int = RESIDUAL_K, seed: int = 0) -> float:
+                scale: float, k: int = RESIDUAL_K, seed: int = 0, weight_fit: np.ndarray | None = None,
+                weight_test: np.ndarray | None = None) -> float:
     """R² with which the residuals of ``x_test`` are predicted from their nearest fitting rows'.
 
     Parameters
@@ -77,8 +78,11 @@ def residual_r2(x_fit: np.ndarray, res_fit: np.ndarray, x_test: np.ndarray, res_
         Neighbours averaged (``RESIDUAL_K`` = 10).
     seed : int
         Seed of the permutation test.
-
-    Returns
+    weight_fit, weight_test : ndarray (N,), (M,), optional
+        A known positive factor of each row by which its residual's noise is divided (after a
+        dimensional reduction, the monomial: ``y / prod x^p`` carries the noise of ``y`` over
+        it). The neighbours' mean and the R² are then weighted by its square (inverse-variance
+        weights), so that the noisiest rows neither predict nor decide. Both or neither.
     -------
     float
         ``1 - sum((r - r_hat)^2) / sum((r - mean r)^2)`` over the predicted rows, ``r_hat`` the
@@ -112,6 +116,13 @@ def residual_r2(x_fit: np.ndarray, res_fit: np.ndarray, x_test: np.ndarray, res_
         return math.nan
     fit, test = _even(res_fit.size, MAX_INDEX_ROWS), _even(res_test.size, MAX_INDEX_ROWS // 4)
     x_fit, res_fit, x_test, res_test = x_fit[fit], res_fit[fit], x_test[test], res_test[test]
+    if weight_fit is None or weight_test is None:
+        w_fit, w_test = np.ones(res_fit.size), np.ones(res_test.size)
+    else:
+        w_fit = np.asarray(weight_fit, float).ravel()[fit] ** 2
+        w_test = np.asarray(weight_test, float).ravel()[test] ** 2
+        if not (np.all(np.isfinite(w_fit) & (w_fit > 0)) and np.all(np.isfinite(w_test) & (w_test > 0))):
+            return math.nan
     top = float(max(np.max(np.abs(res_fit)), np.max(np.abs(res_test))))
     if top == 0.0:
         return math.nan
@@ -124,19 +135,25 @@ def residual_r2(x_fit: np.ndarray, res_fit: np.ndarray, x_test: np.ndarray, res_
     idx = idx.reshape(res_test.size, k)
     rng = np.random.default_rng(seed)
 
+    weighted = weight_fit is not None and weight_test is not None
+
     def significant(r_fit: np.ndarray, r_test: np.ndarray) -> float:
         """The neighbours' R² for ``r_test``, or 0.0 if not above every permutation's; NaN: no spread."""
-        centred = r_test - r_test.mean()
-        sst = float(centred @ centred)
+        centred = r_test - (np.average(r_test, weights=w_test) if weighted else r_test.mean())
+        sst = float((w_test * centred) @ centred) if weighted else float(centred @ centred)
         if sst <= 0.0:
             return math.nan
 
-        def r2(r: np.ndarray) -> float:
-            e = r_test - r[idx].mean(axis=1)
-            return 1.0 - float(e @ e) / sst
+        def r2(order: np.ndarray | None) -> float:
+            r, w = (r_fit, w_fit) if order is None else (r_fit[order], w_fit[order])  # shuffled with their weights
+            if not weighted:
+                e = r_test - r[idx].mean(axis=1)
+                return 1.0 - float(e @ e) / sst
+            e = r_test - (r[idx] * w[idx]).sum(axis=1) / w[idx].sum(axis=1)
+            return 1.0 - float((w_test * e) @ e) / sst
 
-        observed = r2(r_fit)
-        null = max(r2(rng.permutation(r_fit)) for _ in range(PERMUTATIONS))
+        observed = r2(None)
+        null = max(r2(rng.permutation(r_fit.size)) for _ in range(PERMUTATIONS))
         return observed if observed > null else 0.0
 
     linear = significant(res_fit, res_test)

@@ -106,3 +106,20 @@ def test_one_non_positive_row_outside_the_training_subsample_rules_out_log_units
     assert table_space("auto", x, np.abs(y)) == "auto"
     found = discover(x, y, ["a", "b"], ["y"], config, progress=False)
     assert found.trained.transform.log_space is False and np.isfinite(found.formulas[0].r2_test)
+
+
+def test_interaction_error_with_a_factor_is_the_weighted_fit_judged_on_the_factor_times_y():
+    from kansym.discover.structure import interaction_error, legendre_features
+    from kansym.symbolic.verify import nrmse
+
+    rng = np.random.default_rng(3)
+    x, xt = rng.uniform(0, 1, (400, 1)), rng.uniform(0, 1, (100, 1))
+    f, ft = rng.uniform(1, 10, 400), rng.uniform(1, 10, 100)
+    y = np.exp(x[:, 0]) + rng.normal(0, 1, 400) / f
+    yt = np.exp(xt[:, 0]) + rng.normal(0, 1, 100) / ft
+    A = legendre_features(x, 5, 2)
+    coef, *_ = np.linalg.lstsq(A * f[:, None], y * f, rcond=None)
+    expected = nrmse(ft * yt, ft * (legendre_features(xt, 5, 2, x.min(axis=0), x.max(axis=0)) @ coef))
+    assert interaction_error(x, y, xt, yt, factor=f, factor_test=ft) == pytest.approx(expected, rel=1e-12)
+    ones = interaction_error(x, y, xt, yt, factor=np.ones(400), factor_test=np.ones(100))
+    assert ones == pytest.approx(interaction_error(x, y, xt, yt), rel=1e-12)

@@ -11,7 +11,7 @@ from kansym.cli.main import cli
 from kansym.errors import ConfigError
 from kansym.discover import DiscoverConfig, discover
 from kansym.symbolic._vocabulary import _unary
-from kansym.symbolic.direct import DirectCandidate, choose, direct_search, selection_score
+from kansym.symbolic.direct import DirectCandidate, choose, choose_significant, direct_search, selection_score
 from kansym.symbolic.verify import is_exact_recovery
 
 
@@ -193,3 +193,77 @@ def test_a_noise_floor_from_outside_keeps_the_floats_of_candidates_that_all_miss
     assert sympy.Rational(3, 10) in lax[0].expr.atoms(sympy.Rational), lax[0].expr
     assert not any(r.q != 1 for r in held[0].expr.atoms(sympy.Rational)), held[0].expr
     assert any(abs(float(f) - 0.3014) < 1e-3 for f in held[0].expr.atoms(sympy.Float)), held[0].expr
+
+
+def _lorentz_rows(noise: float, rows: int = 8000, seed: int = 0):
+    """y / m with y = m / sqrt(1 - x^2) + noise of constant size: the rows of small m are the noisiest of y / m."""
+    rng = np.random.default_rng(seed)
+    x, m = rng.uniform(0.1, 0.67, rows), rng.uniform(1, 10, rows)
+    y = m / np.sqrt(1 - x ** 2)
+    y = y + noise * np.sqrt(np.mean(y ** 2)) * rng.standard_normal(rows)
+    return x[:, None], y / m, m
+
+
+def test_errors_with_a_factor_are_those_of_the_factor_times_y():
+    x, y, m = _lorentz_rows(0.01)
+    sym = sympy.Symbol("x", real=True)
+    found = direct_search(x, y, [sym], factor=m, refine_top=2)
+    assert found
+    for c in found:
+        pred = sympy.lambdify([sym], c.expr, "numpy")(x[:, 0]) * np.ones(len(y))
+        expected = np.sqrt(np.mean((m * (y - pred)) ** 2)) / np.std(m * y)
+        assert c.error == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_factor_lets_the_rows_count_as_in_the_target():
+    """Regression (Feynman I.15.1 with units at noise 0.01: p = m_0 v / sqrt(1 - v^2/c^2) printed as
+    m_0 v (1.013 + 7 v^3/(6 c^3))): y / monomial carries the noise over the monomial; weighted by the
+    monomial the search finds the law, with no fitted constant."""
+    x, y, m = _lorentz_rows(0.01)
+    sym = sympy.Symbol("x", real=True)
+    found = direct_search(x, y, [sym], factor=m, refine_top=8)
+    assert not is_exact_recovery("1/sqrt(1 - x**2)", choose(found, 0.05).expr, symbols=["x"])  # 8 % more error, 1 node less
+    best = choose_significant(found, 0.05, len(y))
+    assert is_exact_recovery("1/sqrt(1 - x**2)", best.expr, symbols=["x"]), best.expr
+    assert not best.expr.atoms(sympy.Float)
+
+
+def test_a_factor_that_is_not_positive_everywhere_is_ignored():
+    x, y, m = _lorentz_rows(0.0, rows=500)
+    sym = sympy.Symbol("x", real=True)
+    m[3] = -1.0
+    plain = direct_search(x, y, [sym], refine_top=1)
+    assert [str(c.expr) for c in direct_search(x, y, [sym], factor=m, refine_top=1)] == [str(c.expr) for c in plain]
+
+
+@pytest.mark.parametrize("error, floats, complexity, than, n, expected", [
+    (0.0231, 0, 9, (0.0250, 1, 8), 8000, True),  # 17 % less squared error on 8000 rows, one node more
+    (0.0231, 0, 9, (0.0250, 1, 8), 100, False),  # ... on 100 rows it may be chance (4 SDs: 57 %)
+    (0.0231, 2, 9, (0.0250, 1, 8), 8000, False),  # more fitted constants
+    (0.0231, 0, 11, (0.0250, 1, 8), 8000, False),  # three nodes more
+    (0.0249, 0, 9, (0.0250, 1, 8), 8000, False),  # 1 % less: within the spread
+])
+def test_significantly_better_needs_a_real_gain_and_no_more_constants(error, floats, complexity, than, n, expected):
+    from kansym.symbolic.direct import significantly_better
+    assert significantly_better(error, floats, complexity, than, n) is expected
+
+
+def test_occupation_templates_with_a_factor_fit_rows_whose_noise_crosses_zero():
+    """y / m of a Planck-like law where the law is small and the noise large: some rows are
+    negative, the fit of the logs alone cannot use them (no template at all); with the factor each
+    template is refitted on m * y over every row."""
+    from kansym.symbolic._templates import occupation_candidates
+
+    rng = np.random.default_rng(1)
+    n = 4000
+    x, m = rng.uniform(0.04, 25, n), np.exp(rng.uniform(-3, 6, n))
+    law = 1 / (2 * np.pi ** 3 * (np.exp(x / (2 * np.pi)) - 1))
+    y_col = m * law
+    y = (y_col + 0.01 * np.sqrt(np.mean(y_col ** 2)) * rng.standard_normal(n)) / m
+    assert np.any(y < 0)
+    sym = sympy.Symbol("x", positive=True)
+    assert occupation_candidates(x, y, sym) == []
+    best = occupation_candidates(x, y, sym, factor=m)[0]
+    assert not best.as_numer_denom()[0].free_symbols, best  # a / (exp(c x) - 1): the power p = 0
+    amplitude, rate = sorted(float(f) for f in best.atoms(sympy.Float))
+    assert amplitude == pytest.approx(1 / (2 * np.pi ** 3), rel=0.05) and rate == pytest.approx(1 / (2 * np.pi), rel=0.05)
