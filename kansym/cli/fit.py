@@ -44,6 +44,8 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
     Prints the formula (LaTeX) and its R², and writes OUT_DIR/model.pt,
     OUT_DIR/pruned.pt, OUT_DIR/formula.json, OUT_DIR/formula.tex and
     OUT_DIR/graph.json (the pruned network with each edge's score and fit).
+    With --units, a law that is a constant times a monomial of the units
+    needs no KAN: then only OUT_DIR/formula.json and OUT_DIR/formula.tex.
 
     \b
     Examples:

@@ -130,14 +130,14 @@ def symbolic_options(fn):
     fn = click.option("--r2-threshold", default=0.999, show_default=True, type=click.FloatRange(0, 1, min_open=True), help="R² an edge's primitive must reach.")(fn)
     fn = click.option("--complexity-weight", default=0.05, show_default=True, type=NON_NEGATIVE, help="Weight w of the choice of formula: minimise log10(error) + w * complexity (1, 2 inputs: direct search vs the KAN's formula).")(fn)
     fn = click.option("--lib", default=None, help="Comma-separated primitive names for edges (default: all), e.g. sin,exp,x^2.")(fn)
-    fn = click.option("--theta", default=1e-2, show_default=True, type=NON_NEGATIVE, help="Node pruning threshold.")(fn)
+    fn = click.option("--theta", default=1e-2, show_default=True, type=NON_NEGATIVE, help="Node pruning threshold theta (>= 0): a hidden node survives iff its largest incoming and outgoing edge scores both exceed it.")(fn)
     return fn
 
 
 def model_options(fn):
     fn = click.option("--resume", default=None, type=click.Path(dir_okay=False), help="Continue the run interrupted (Ctrl-C or SIGTERM) into this checkpoint; give the same data.")(fn)
     fn = click.option("--space", type=click.Choice(["auto", "linear", "log"]), default="auto", show_default=True, help="Learn in log space (positive multiplicative laws) or linear space.")(fn)
-    fn = click.option("--lamb", default=None, type=NON_NEGATIVE, help="Sparsification strength lamb of the L1 + entropy penalty.  [default: 0.2]")(fn)
+    fn = click.option("--lamb", default=None, type=NON_NEGATIVE, help="Sparsification strength lamb (>= 0) of the L1 + entropy penalty.  [default: 0.2]")(fn)
     fn = click.option("--steps", default=None, type=click.IntRange(1, MAX_STEPS), help="LBFGS steps of the sparsifying training.  [default: 20]")(fn)
     fn = click.option("--grid-size", default=5, show_default=True, type=click.IntRange(min=1), help="B-spline grid intervals G.")(fn)
     fn = click.option("--hidden", default="5", show_default=True, help="Hidden layer widths, e.g. 5 or 5,3.")(fn)
