@@ -88,20 +88,17 @@ def weighted_search(g, yp, red: Reduction, res: Discovery, found: Formula, x, yv
         err = nrmse(yv[test_idx], pred)
         return err if np.isfinite(err) else np.inf
 
-    errors = {id(f): error(f) for f in (found, mapped)}
+    e_found, e_mapped = error(found), error(mapped)
     # the noise: the smooth fit's error, or less when a formula does better (an exact law)
-    noise = min([floor, *errors.values()] if np.isfinite(floor) else errors.values())
-
-    def score(f: Formula) -> float:
-        return selection_score(max(errors[id(f)], noise), expression_complexity(f.expr), config.complexity_weight)
-
-    s_found, s_mapped = score(found), score(mapped)
+    noise = min(e_found, e_mapped, floor) if np.isfinite(floor) else min(e_found, e_mapped)
+    s_found, s_mapped = (selection_score(max(e, noise), expression_complexity(f.expr), config.complexity_weight)
+                         for e, f in ((e_found, found), (e_mapped, mapped)))
     # at the noise floor a law and its approximation differ by a few % of error, less than the
     # score's price of a node: a significantly smaller held-out error decides too
-    ratio = (errors[id(found)] / errors[id(mapped)]) ** 2 if errors[id(mapped)] > 0 else np.inf
+    ratio = (e_found / e_mapped) ** 2 if e_mapped > 0 else np.inf
     significant = significantly_better(
-        errors[id(mapped)], len(mapped.expr.atoms(sympy.Float)), expression_complexity(mapped.expr),
-        (errors[id(found)], len(found.expr.atoms(sympy.Float)), expression_complexity(found.expr)), len(test_idx))
+        e_mapped, len(mapped.expr.atoms(sympy.Float)), expression_complexity(mapped.expr),
+        (e_found, len(found.expr.atoms(sympy.Float)), expression_complexity(found.expr)), len(test_idx))
     log.debug("weighted direct search on the groups: %s (score %.3f) vs %s (%.3f); ratio of squared errors %.3f",
               mapped.expr, s_mapped, found.expr, s_found, ratio)
     # a flagged formula gives way only to one no candidate of the search fits significantly better

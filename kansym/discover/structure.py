@@ -90,10 +90,8 @@ def interaction_error(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, y_test: 
     With ``factor`` and ``factor_test`` (a known positive factor of each row, shapes (N,) and
     (N_test,)) the model is fitted and judged on ``factor * y`` (weighted least squares, the
     errors of :func:`kansym.symbolic.direct.direct_search`'s ``factor``)."""
-    step = max(1, x.shape[0] // max_rows)
-    w = np.ones(x.shape[0] // step + 1) if factor is None else np.asarray(factor, dtype=np.float64)[::step]
-    x, y = _rows(x, y, max_rows)
-    w = w[: len(y)]
+    x, y, w = *_rows(x, y, max_rows), None if factor is None else _rows(x, factor, max_rows)[1]  # the same rows
+    w = np.ones(len(y)) if w is None else w
     xt = np.asarray(x_test, dtype=np.float64)
     yt = np.asarray(y_test, dtype=np.float64).reshape(xt.shape[0], -1)[:, 0]
     A = legendre_features(x, degree, pairs)

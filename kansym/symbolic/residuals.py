@@ -83,6 +83,8 @@ def residual_r2(x_fit: np.ndarray, res_fit: np.ndarray, x_test: np.ndarray, res_
         dimensional reduction, the monomial: ``y / prod x^p`` carries the noise of ``y`` over
         it). The neighbours' mean and the R² are then weighted by its square (inverse-variance
         weights), so that the noisiest rows neither predict nor decide. Both or neither.
+
+    Returns
     -------
     float
         ``1 - sum((r - r_hat)^2) / sum((r - mean r)^2)`` over the predicted rows, ``r_hat`` the
