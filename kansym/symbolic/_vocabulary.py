@@ -135,16 +135,17 @@ _INVERSE_NP = {"id": lambda r: r, "inv": lambda r: 1 / r, "sq": np.sqrt, "invsq"
 
 def _expression(num: list[_Feature], den: list[_Feature], cols: np.ndarray, coef: np.ndarray,
                 inverse: Callable[[sympy.Expr], sympy.Expr]) -> sympy.Expr:
-    """``T^{-1}(P / Q)`` for a column subset and its coefficients."""
+    """``T^{-1}(P / Q)`` for a column subset and its coefficients (whole ones as integers)."""
     n_num = len(num)
     P, Q = sympy.Integer(0), sympy.Integer(1)
     for c, j in zip(coef, cols):
+        c = sympy.Integer(int(c)) if float(c).is_integer() else sympy.Float(c)  # a whole coefficient is exact
         if j == 0:
-            P += sympy.Float(c)
+            P += c
         elif j <= n_num:
-            P += sympy.Float(c) * num[j - 1].expr
+            P += c * num[j - 1].expr
         else:
-            Q += sympy.Float(c) * den[j - 1 - n_num].expr
+            Q += c * den[j - 1 - n_num].expr
     return inverse(P if Q == 1 else sympy.Mul(P, _pow(Q, -1), evaluate=False))
 
 

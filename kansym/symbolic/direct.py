@@ -260,9 +260,18 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     # errors within the floor from outside are equal: among those candidates the simplest
     # ranks first (a leaf of a noisy oracle: the law's few terms, not the best fit of its noise)
     outside = noise if noise is not None and math.isfinite(noise) else 0.0
-    prelim = []  # (numeric score, transform, cols, coef)
+    prelim = []  # (numeric score, transform, inverse, cols, coef, error, whole coef or None)
     tried: set = set()
     families = _transforms(y)
+
+    def raw_error(name: str, cols: np.ndarray, coef: np.ndarray) -> float:
+        """The error on the search rows of ``T^{-1}(P / Q)`` with these coefficients."""
+        with np.errstate(all="ignore"):
+            pred = _INVERSE_NP[name](_rational(num, den, cols, coef, rows))
+            if name in ("sq", "invsq") and np.all(y < 0):
+                pred = -pred
+        return _nrmse(y[rows], pred, relative, None if factor is None else factor[rows])
+
     for k, (name, t, inverse) in enumerate(families):
         if k and time_is_up(deadline):
             deadline.cut(f"direct search: {k} of {len(families)} target transforms searched")
@@ -284,15 +293,23 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
             if (name, tuple(cols)) in tried:
                 continue
             tried.add((name, tuple(cols)))
-            with np.errstate(all="ignore"):
-                pred = _INVERSE_NP[name](_rational(num, den, cols, coef, rows))
-                if name in ("sq", "invsq") and np.all(y < 0):
-                    pred = -pred
-            err = _nrmse(y[rows], pred, relative, None if factor is None else factor[rows])
-            if math.isfinite(err):
-                approx = 3 * (len(cols) - 1) + (0 if name == "id" else 2)
-                prelim.append((selection_score(max(err, outside), approx, complexity_weight), name, inverse, cols,
-                               coef, err))
+            err = raw_error(name, cols, coef)
+            if not math.isfinite(err):
+                continue
+            approx = 3 * (len(cols) - 1) + (0 if name == "id" else 2)
+            # within a floor from outside the candidates tie and the fewest nodes are refined
+            # first; floats that may snap to whole numbers leave a far simpler formula
+            # (1/sqrt(0.999 - 1.007 w**2) has 11 nodes, 1/sqrt(1 - w**2) 7), so a candidate whose
+            # coefficients rounded fit as well is ranked by the nodes it would have (a coefficient
+            # +-1 vanishes with its product, another whole number is one node), and refined
+            # from its own floats: the refinement's tests decide whether they snap
+            whole = np.round(coef)
+            if not (np.all(whole != 0) and max(raw_error(name, cols, whole), outside) <= max(err, outside)):
+                whole = None
+            else:
+                approx -= sum(3 if abs(c) == 1 and j else 1 for c, j in zip(whole, cols))
+            prelim.append((selection_score(max(err, outside), approx, complexity_weight), name, inverse, cols,
+                           coef, err, whole))
     prelim.sort(key=lambda r: r[0])
     # the noise floor of every candidate's constants: the best fit any candidate reached (a
     # candidate that misses part of the law is held to it, not to its own misfit), or the
@@ -300,13 +317,12 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     noise = min([r[5] for r in prelim] + ([noise] if noise is not None and math.isfinite(noise) else []),
                 default=None)
     raw = []
-    for _, name, inverse, cols, coef, err in prelim[: 4 * refine_top]:
+    for _, name, inverse, cols, coef, err, whole in prelim[: 4 * refine_top]:
         # err: the numeric error of exactly this expression on the search rows (computed
         # above from the same coefficients; no need to lambdify each candidate again)
         expr = _expression(num, den, cols, coef, inverse)
-        if math.isfinite(err):
-            raw.append((selection_score(max(err, outside), expression_complexity(expr), complexity_weight),
-                        expression_complexity(expr), str(expr), expr))
+        nodes = expression_complexity(expr if whole is None else _expression(num, den, cols, whole, inverse))
+        raw.append((selection_score(max(err, outside), nodes, complexity_weight), nodes, str(expr), expr))
     templates = []  # amplitudes the links cannot hold: a x^p/(exp(c x^q) -+ 1), fitted (_templates)
     for expr in occupation_candidates(x[:, 0], y, syms[0], factor=factor) if x.shape[1] == 1 else ():
         with np.errstate(all="ignore"):
@@ -347,9 +363,8 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
         if out and time_is_up(deadline):
             deadline.cut(f"direct search: {len(out)} candidates refined")
             break
-        # refinement turns each float into an exact number (1 node instead of 2) and may
-        # drop one term more: raw candidates that cannot beat the best refined one are left
-        floor_score = selection_score(outside, comp - len(expr.atoms(sympy.Float)) - 1, complexity_weight)
+        # raw candidates that cannot beat the best refined one even at their fewest nodes are left
+        floor_score = selection_score(outside, _least_complexity(expr, comp), complexity_weight)
         if out and floor_score >= min(selection_score(max(c.error, outside), c.complexity, complexity_weight)
                                       for c in out):
             break
@@ -371,6 +386,16 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
                 break
             refined(expr, key)
     return out
+
+
+def _least_complexity(expr: sympy.Expr, complexity: int) -> int:
+    """Fewest nodes refinement can leave of a raw candidate of ``complexity`` nodes: each
+    float becomes an exact number (one node instead of two), a float coefficient of a
+    product that snaps to 1 or -1 vanishes with its ``Mul`` (a sign is a subtraction,
+    :func:`~kansym.symbolic.pareto.expression_complexity`), and one term more may drop."""
+    coefficients = sum(1 for node in sympy.preorder_traversal(expr)
+                       if isinstance(node, sympy.Mul) and len(node.args) == 2 and isinstance(node.args[0], sympy.Float))
+    return complexity - len(expr.atoms(sympy.Float)) - 2 * coefficients - 1
 
 
 def _refine_times_factor(expr: sympy.Expr, syms: list[sympy.Symbol], x: np.ndarray, y: np.ndarray,

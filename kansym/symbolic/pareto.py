@@ -31,11 +31,36 @@ def expression_complexity(expr: sympy.Expr) -> int:
     Operators, symbols and exact numbers (integers, rationals, pi) count 1 each; a
     float counts 2, because naming an arbitrary real takes more information than
     naming a small exact number (the description-length view of AI Feynman 2.0,
-    Udrescu et al. 2020, arXiv:2006.10782, §2.4). So ``a**(3/2)`` (4) is simpler
-    than ``a**1.49937`` (5), and a snapped formula is never listed as dominated by
+    Udrescu et al. 2020, arXiv:2006.10782, §2.4). So ``a**(3/2)`` (3) is simpler
+    than ``a**1.49937`` (4), and a snapped formula is never listed as dominated by
     its unsnapped twin of the same shape.
+
+    A subtraction counts as the binary operator it is (PySR's count, Cranmer 2023,
+    arXiv:2305.01582): sympy writes ``a - b`` as ``a + (-1)*b``, and that ``Mul`` and
+    its ``-1`` are not charged, so ``1 - x**2`` (5) costs what ``1 + x**2`` costs;
+    a sum whose every term is negated pays one node for the sign.
     """
-    return sum(2 if isinstance(node, sympy.Float) else 1 for node in sympy.preorder_traversal(sympy.sympify(expr)))
+    return _nodes(sympy.sympify(expr))
+
+
+def _nodes(expr: sympy.Basic) -> int:
+    """:func:`expression_complexity` of one subtree."""
+    if isinstance(expr, sympy.Float):
+        return 2
+    if not expr.args:
+        return 1
+    if not isinstance(expr, sympy.Add):
+        return 1 + sum(_nodes(a) for a in expr.args)
+    negated = [isinstance(a, sympy.Mul) and a.args[0] is sympy.S.NegativeOne for a in expr.args]
+    total = 1 + int(all(negated))
+    for term, neg in zip(expr.args, negated):
+        if not neg:
+            total += _nodes(term)
+        elif len(term.args) == 2:
+            total += _nodes(term.args[1])
+        else:
+            total += 1 + sum(_nodes(a) for a in term.args[1:])
+    return total
 
 
 @dataclass(frozen=True)

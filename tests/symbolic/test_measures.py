@@ -152,3 +152,17 @@ def test_edge_fit_r2_is_r2_score_except_below_float_noise():
     fit, _ = select_edge_fit(x, flat)
     assert fit.primitive == "0" and fit.r2 > 0.999
     assert r2_score(flat, fit.numpy(x)) == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("text, nodes", [
+    ("1 + x**2", 5), ("1 - x**2", 5),  # a subtraction is one binary operator, as an addition
+    ("x - y", 3), ("-x - y", 4),  # a sum of negated terms pays one node for the sign
+    ("-x", 3),  # Mul(-1, x) outside a sum
+    ("1/sqrt(1 - x**2)", 7), ("1/sqrt(2*cos(x) - 1)", 8),  # regression: Feynman I.48.2 with units at noise 0.01
+    ("a**(3/2)", 3), ("a**1.49937", 4),  # a float counts twice
+    ("x - 2*y", 5), ("x - y/2", 5),  # only the coefficient -1 is a sign
+])
+def test_expression_complexity_counts_pysr_nodes(text, nodes):
+    from kansym.symbolic.pareto import expression_complexity
+
+    assert expression_complexity(sympy.sympify(text)) == nodes
