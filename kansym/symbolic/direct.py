@@ -47,7 +47,7 @@ from kansym.symbolic._vocabulary import (_INVERSE_NP, _SLOPE, _design, _dictiona
                                          _transforms)
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.pareto import expression_complexity
-from kansym.symbolic.refine import refine, simplify_formula
+from kansym.symbolic.refine import refine, refine_times_factor, simplify_formula
 from kansym.symbolic.roots import take_out_squares
 from kansym.symbolic.verify import nrmse
 
@@ -343,7 +343,7 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
             if factor is None:
                 fine = refine(expr, syms, xr, yr, noise=noise, loss_space="log" if relative else "linear")
             else:
-                fine = _refine_times_factor(expr, syms, xr, yr, factor[::step], noise)
+                fine = refine_times_factor(expr, syms, xr, yr, factor[::step], noise)
                 if fine is None:
                     log.debug("direct search: refining %s did not keep the factor apart", key)
                     return
@@ -396,21 +396,3 @@ def _least_complexity(expr: sympy.Expr, complexity: int) -> int:
     coefficients = sum(1 for node in sympy.preorder_traversal(expr)
                        if isinstance(node, sympy.Mul) and len(node.args) == 2 and isinstance(node.args[0], sympy.Float))
     return complexity - len(expr.atoms(sympy.Float)) - 2 * coefficients - 1
-
-
-def _refine_times_factor(expr: sympy.Expr, syms: list[sympy.Symbol], x: np.ndarray, y: np.ndarray,
-                         factor: np.ndarray, noise: float | None) -> sympy.Expr | None:
-    """``expr`` refined as ``M * expr`` on ``factor * y`` (``M`` an input fed ``factor``): the
-    weighted refit, snaps and simplification of :func:`direct_search`'s ``factor``; the
-    result with ``M = 1``, or None when it is no longer ``M`` times a function of ``x``."""
-    m = sympy.Dummy("factor", positive=True)
-    xm = np.column_stack([x, factor])
-    fine = refine(m * expr, [*syms, m], xm, factor * y, noise=noise, loss_space="linear")
-    out = fine.xreplace({m: sympy.Integer(1)})
-    # the refinement may rewrite M f(x) (e.g. M under a root): keep it only when it still is M f(x)
-    with np.errstate(all="ignore"):
-        whole = np.asarray(lambdify_formula(fine, [*syms, m])(xm), dtype=np.float64)
-        parts = factor * np.asarray(lambdify_formula(out, syms)(x), dtype=np.float64)
-    if m in out.free_symbols or not np.allclose(whole, parts, rtol=1e-9, atol=0, equal_nan=False):
-        return None
-    return out

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import sympy
 
 from kansym.deadline import Deadline, time_is_up
+from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.constants import too_long
 from kansym.symbolic.linear_regime import linearize
 from kansym.symbolic.roots import take_out_squares
@@ -27,7 +29,7 @@ from kansym.symbolic.snap import (clean_floats, reduce_phases, round_constants, 
 
 __all__ = ["refit_constants", "refit_constants_counted", "snap_constant", "snap_constants", "reduce_phases",
            "simplify_formula", "refine", "merge_numeric_factors", "clean_floats", "shorten_numbers",
-           "exact_as_floats"]
+           "exact_as_floats", "refine_times_factor"]
 
 
 SECOND_PASS_FLOATS = 12  # at most this many floats left: a second snapping pass after the first fused some
@@ -227,3 +229,41 @@ def exact_as_floats(expr: sympy.Expr) -> sympy.Expr:
         return (sympy.Float(sympy.N(c)) if c != 0 else sympy.S.Zero) + sympy.Add(*rest)
 
     return walk(sympy.sympify(expr))
+
+
+def refine_times_factor(expr: sympy.Expr, syms: list[sympy.Symbol], x: np.ndarray, y: np.ndarray,
+                         factor: np.ndarray, noise: float | None) -> sympy.Expr | None:
+    """``expr`` refined as ``M * expr`` on ``factor * y`` (``M`` an input fed ``factor``).
+
+    The weighted refit, snaps and simplification of
+    :func:`kansym.symbolic.direct.direct_search`'s ``factor`` (rows of known positive factor,
+    e.g. a dimensional reduction's monomial: the errors are those of ``factor * y``).
+
+    Parameters
+    ----------
+    expr : sympy.Expr
+        A formula in ``syms``.
+    syms : list of sympy.Symbol
+        One per column of ``x (N, d)``.
+    x, y, factor : ndarray
+        ``(N, d)``, ``(N,)`` and ``(N,)``, ``factor > 0``.
+    noise : float, optional
+        As :func:`refine`'s.
+
+    Returns
+    -------
+    sympy.Expr or None
+        The refined formula with ``M = 1``, or None when it is no longer ``M`` times a
+        function of ``x``.
+    """
+    m = sympy.Dummy("factor", positive=True)
+    xm = np.column_stack([x, factor])
+    fine = refine(m * expr, [*syms, m], xm, factor * y, noise=noise, loss_space="linear")
+    out = fine.xreplace({m: sympy.Integer(1)})
+    # the refinement may rewrite M f(x) (e.g. M under a root): keep it only when it still is M f(x)
+    with np.errstate(all="ignore"):
+        whole = np.asarray(lambdify_formula(fine, [*syms, m])(xm), dtype=np.float64)
+        parts = factor * np.asarray(lambdify_formula(out, syms)(x), dtype=np.float64)
+    if m in out.free_symbols or not np.allclose(whole, parts, rtol=1e-9, atol=0, equal_nan=False):
+        return None
+    return out
