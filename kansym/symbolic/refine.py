@@ -183,7 +183,10 @@ def monic_denominators(expr: sympy.Expr) -> sympy.Expr:
     or ``0.2675 sqrt(14.1 x^2 + 14.1 y^2 - 0.7)``, has one scale too many: a refit cannot tell
     the outer factor from the inner ones, and no constant stands alone to be snapped. A
     power of a sum (not a positive integer one) is written with the float coefficient ``g`` of
-    largest magnitude taken out, ``g^e (x + .../g)^e`` (``g > 0`` for a root).
+    largest magnitude taken out, ``g^e (x + .../g)^e`` (``g > 0`` for a root); so is every
+    sum of a product of two or more (the product of separated pieces,
+    ``-0.029 (0.026 - 3.31 a) (10.44 cos t - 0.002)`` is ``0.998 (a - 0.0079) (cos t - 0.00019)``:
+    one scale, to be snapped to 1, where a refit had moved three and a snap fixed one of them).
     """
     def monic(e: sympy.Expr) -> sympy.Expr:
         base, n = e.args
@@ -197,17 +200,35 @@ def monic_denominators(expr: sympy.Expr) -> sympy.Expr:
         terms = [(t.as_coeff_Mul()[1] if t is pivot else t / c) for t in base.args]
         return sympy.Pow(c, n) * sympy.Pow(sympy.Add(*terms), n)
 
+    def monic_factors(e: sympy.Expr) -> sympy.Expr:  # c (a x + b) (d y + f) -> c a d (x + b/a) (y + f/d)
+        sums = [a for a in e.args if float_sum(a)]
+        if len(sums) < 2:
+            return e
+        scales, factors = [], []
+        for a in e.args:
+            if a in sums:
+                pivot, g = max(((t, t.as_coeff_Mul()[0]) for t in a.args), key=lambda tc: abs(float(tc[1])))
+                scales.append(g)
+                factors.append(sympy.Add(*[(t.as_coeff_Mul()[1] if t is pivot else t / g) for t in a.args]))
+            else:
+                factors.append(a)
+        return sympy.Mul(sympy.Float(sympy.Mul(*scales)), *factors)
+
     def spread(e: sympy.Expr) -> sympy.Expr:  # c (a x + b) ... -> (c a x + c b) ...: one scale
         floats = [a for a in e.args if isinstance(a, sympy.Float)]
-        sums = [a for a in e.args if a.is_Add and all(t.as_coeff_Mul()[0].is_Float for t in a.args)]
+        sums = [a for a in e.args if float_sum(a)]
         if len(floats) != 1 or len(sums) != 1:
             return e
         rest = [a for a in e.args if a is not floats[0] and a is not sums[0]]
         return sympy.Mul(sympy.Add(*[floats[0] * t for t in sums[0].args]), *rest)
 
+    def float_sum(e: sympy.Expr) -> bool:  # a sum whose every term has a float coefficient
+        return e.is_Add and all(t.as_coeff_Mul()[0].is_Float and t.as_coeff_Mul()[0] != 0 for t in e.args)
+
     out = sympy.sympify(expr).replace(
         lambda e: e.is_Pow and e.args[0].is_Add and e.args[1].is_number
         and not (e.args[1].is_integer and e.args[1] > 0), monic)
+    out = out.replace(lambda e: e.is_Mul, monic_factors)
     return merge_numeric_factors(out).replace(lambda e: e.is_Mul, spread)
 
 

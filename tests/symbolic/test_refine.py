@@ -189,6 +189,30 @@ def test_a_product_of_pieces_loses_its_extra_scale_with_values_unchanged():
     assert monic_denominators(1 / (2 + x)) == 1 / (2 + x)
 
 
+def test_a_product_of_separated_pieces_keeps_one_scale_and_refines_to_the_law():
+    """b (c0 (c1 a + c2) (c3 cos t + c4) + c5), the recombination of f(b) (1 + f(a) f(t)), has
+    three scales (c0, c1, c3) a refit moves together: one of them snapped alone left
+    ``b (3 a (10.4684 cos t - 0.0034) / (10 pi) + 1)`` (a regression at noise 0.01). The sums
+    of the product are made monic, one float in front, values unchanged."""
+    from kansym.symbolic.refine import monic_denominators
+
+    a, b, t = sympy.symbols("alpha beta theta", positive=True)
+    F = sympy.Float
+    raw = b * (F(-0.0287577349490637) * (F(-3.29391296930787) * a - F(0.0018413998194537))
+               * (F(10.5514503843394) * sympy.cos(t) - F(0.00591821310538789)) + F(1.00079746008993))
+    out = monic_denominators(raw)
+    scales = [f for f in out.atoms(sympy.Float) if abs(float(f)) > 0.5]
+    assert len(scales) == 2 and len(out.atoms(sympy.Float)) == 4  # the product's scale, the offset 1.0008
+    assert sympy.S.One in [term.as_coeff_Mul()[0] for s in out.atoms(sympy.Add) for term in s.args if term.has(a)]
+    f_raw, f_out = (sympy.lambdify([a, b, t], e) for e in (raw, out))
+    rng = np.random.default_rng(0)
+    X = rng.uniform(1, 5, (2000, 3))
+    np.testing.assert_allclose(f_out(*X.T), f_raw(*X.T), rtol=1e-12)
+    y = X[:, 1] * (1 + X[:, 0] * np.cos(X[:, 2]))
+    y = y + rng.normal(0, 0.01 * np.sqrt(np.mean(y ** 2)), len(y))
+    assert sympy.simplify(refine(out, [a, b, t], X, y) - b * (a * sympy.cos(t) + 1)) == 0
+
+
 def test_simplify_formula_skips_sympy_simplify_on_a_long_trigonometric_composition(monkeypatch):
     """A regression: sympy.simplify of this 31-operation KAN composition (a sine in a sum of
     seven terms under a tanh) ran for minutes past the run's time limit (III.9.52 at noise 0.01)."""
