@@ -161,6 +161,9 @@ def test_edge_fit_r2_is_r2_score_except_below_float_noise():
     ("1/sqrt(1 - x**2)", 7), ("1/sqrt(2*cos(x) - 1)", 8),  # regression: Feynman I.48.2 with units at noise 0.01
     ("a**(3/2)", 3), ("a**1.49937", 4),  # a float counts twice
     ("x - 2*y", 5), ("x - y/2", 5),  # only the coefficient -1 is a sign
+    # an exact constant counts as a float at most (regression: the Gaussian lost to its float twin)
+    ("exp(-x**2/2)/sqrt(2*pi)", 9), ("0.3989*exp(-0.5*x**2)", 10), ("x/(2*pi)", 4), ("0.159*x", 4),
+    ("sqrt(2)*x", 4), ("2*pi", 2), ("x**(3/2)", 3),
 ])
 def test_expression_complexity_counts_pysr_nodes(text, nodes):
     from kansym.symbolic.pareto import expression_complexity
