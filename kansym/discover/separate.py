@@ -30,7 +30,7 @@ pieces recombine exactly (sums: ``sum_k h_k - (K - 1) f(b)``; products:
 transform of the sum) and the whole formula's constants are refined on the data
 (:func:`kansym.symbolic.refine.refine`). The result is one candidate beside the KAN's
 formula and the direct search's; the verification of
-:func:`kansym.discover.symbolify.choose_formula` decides.
+:func:`kansym.discover.choice.choose_formula` decides.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 (:func:`kansym.symbolic.occam.simplify_edges`), composition, refinement of the constants
 (:func:`kansym.symbolic.refine.refine`), verification on held-out rows and the Pareto
 front; with direct-search candidates given, the KAN's formula competes with them
-(:func:`choose_formula`). :func:`symbolify_bundle` is the same for a checkpoint alone
+(:func:`kansym.discover.choice.choose_formula`). :func:`symbolify_bundle` is the same for a checkpoint alone
 (``kansym symbolify``): it decides about and runs the direct search itself.
 """
 
@@ -22,28 +22,28 @@ import sympy
 
 from kansym.deadline import Deadline, time_is_up
 from kansym.discover.budget import stage_deadline
+from kansym.discover.choice import choose_formula
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.magnitude import check_representable, formula_to_table, symbolic_to_table, working_scales
 from kansym.discover.partial import settle_partial
 from kansym.discover.progress import Stages
-from kansym.discover.result import R2_GAP, Formula
+from kansym.discover.result import Formula
 from kansym.discover.structure import interaction_error
 from kansym.io.bundle import ModelBundle
 from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
-from kansym.symbolic.direct import DirectCandidate, direct_search, selection_score
+from kansym.symbolic.direct import DirectCandidate, direct_search
 from kansym.symbolic.occam import Candidate, simplify_edges
-from kansym.symbolic.pareto import expression_complexity, pareto_front
+from kansym.symbolic.pareto import pareto_front
 from kansym.symbolic.refine import exact_as_floats, refine
 from kansym.symbolic.snap import round_constants
 from kansym.symbolic.verify import Fidelity, fidelity, nrmse, r2_score
 
-__all__ = ["symbolify_stage", "symbolify_bundle", "choose_formula", "wants_direct_search", "occam_candidates",
-           "noise_floor", "EXACT_DIRECT_ERROR", "DIRECT_MARGIN"]
+__all__ = ["symbolify_stage", "symbolify_bundle", "wants_direct_search", "occam_candidates", "noise_floor",
+           "EXACT_DIRECT_ERROR"]
 
 log = logging.getLogger("kansym")
 
 EXACT_DIRECT_ERROR = 1e-9  # a direct formula this close (normalised RMS error) skips the KAN's Occam step and refit
-DIRECT_MARGIN = 0.5  # score lead a direct-search formula needs over a verified KAN formula
 UNDEFINED = Fidelity(-math.inf, -math.inf, math.inf, math.inf)  # a formula that is NaN/inf on some rows
 
 
@@ -90,7 +90,7 @@ def symbolify_stage(
         Run the Occam step (single output only).
     direct : sequence of DirectCandidate, optional
         Candidates of :func:`kansym.symbolic.direct.direct_search` on ``x, y`` (single
-        output): they compete with the KAN's formula (:func:`choose_formula`); None: no
+        output): they compete with the KAN's formula (:func:`~kansym.discover.choice.choose_formula`); None: no
         competition.
     complexity_weight : float
         ``w`` of :func:`~kansym.symbolic.direct.selection_score`.
@@ -255,68 +255,6 @@ def occam_candidates(bundle: ModelBundle, *, library: Sequence[str] | None = Non
     _, tried = simplify_edges(sym, candidates, symbols, bundle.x_cal, bundle.y_cal[:, 0],
                               max_evaluations=max_evaluations)
     return [replace(c, expr=scales.expr_to_table(c.expr, symbols)) for c in tried]
-
-
-def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: float, x: np.ndarray, y: np.ndarray,
-                   y_model: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, *, log_space: bool = False) -> Formula:
-    """The KAN's formula or a direct-search candidate, whichever has the lowest
-    :func:`~kansym.symbolic.direct.selection_score` (normalised RMS error on the held-out
-    rows, complexity); the Pareto front lists both kinds. With ``log_space`` (a model that
-    learned in log units: a positive target over decades) the error is that of ``log y``, so
-    that the largest values do not hide a misfit of the small ones (Kepler's periods: a law
-    without the primary's mass reaches R² 0.99999 in days on the planets and misses the moons).
-
-    A verified KAN formula (no :attr:`Formula.warning`) is displaced by a formula that is
-    not simpler only with a score lower by ``DIRECT_MARGIN`` (a 10**0.5-fold smaller
-    error at equal complexity): on real measurements a few free exponents of the direct
-    search fit the data's systematics slightly better than the KAN's snapped law
-    (Kepler's ``M**0.5016`` against ``sqrt(M)``). Nor is it ever displaced by a candidate
-    whose held-out R² is more than ``R2_GAP`` below the model's (the verification rule),
-    whatever the weight. A candidate without a variable, or whose held-out R² is not above
-    0, is never chosen (its low complexity could outweigh the error of an unverified KAN
-    formula: a Feynman law with units at noise 0.01 printed ``0``). The returned formula's ``origin`` and
-    ``reason`` say which won and why.
-    """
-    def scored(expr: sympy.Expr) -> tuple[float, float]:
-        """(selection score, R²) on the held-out rows."""
-        with np.errstate(all="ignore"):
-            pred = np.broadcast_to(lambdify_formula(expr, kan.symbols)(x_test), y_test.shape)
-            error = nrmse(y_test, pred)
-            if log_space:  # a target over decades: the error of the units the model learned in
-                error = nrmse(np.log(y_test), np.log(pred)) if np.all(pred > 0) else math.inf
-        return selection_score(error, expression_complexity(expr), weight), r2_score(y_test, pred, nonfinite="-inf")
-
-    def on_kan_symbols(expr: sympy.Expr) -> sympy.Expr:
-        return expr.xreplace({s: t for s in expr.free_symbols for t in kan.symbols if s.name == t.name})
-
-    best, best_r2, origin, structure = kan.expr, kan.r2_test, kan.origin, kan.structure
-    kan_score, kan_complexity = scored(kan.expr)[0], expression_complexity(kan.expr)
-    best_score = math.inf
-    for c in direct:
-        expr = on_kan_symbols(c.expr)
-        if not _finite(expr, kan.symbols, x_test):
-            continue
-        s, r2 = scored(expr)
-        if not (r2 > 0 and expr.free_symbols):
-            continue  # a constant, or no better than the mean: explains nothing (a timed-out search's "0")
-        if not kan.warning and r2 < kan.r2_model_test - R2_GAP:
-            continue  # never trade a verified formula for one that fails verification (e.g. a heavy weight's constant)
-        margin = 0.0 if kan.warning or expression_complexity(expr) < kan_complexity else DIRECT_MARGIN
-        if s < min(best_score, kan_score - margin) - 1e-12:
-            best, best_r2, best_score, origin, structure = expr, r2, s, c.origin, c.structure
-    if best is kan.expr:
-        return kan
-    others = [e.expr for e in kan.front] + [kan.expr] + [on_kan_symbols(c.expr) for c in direct]
-    front = pareto_front(others, best, kan.symbols, x_test, y_test)
-    why = ("the KAN's formula is not verified" if kan.warning else
-           f"selection score {best_score:.3f} < {kan_score:.3f} (log10 error + {weight:g} x complexity)")
-    reason = (f"{origin}: {best} (R² {best_r2:.6g}, complexity {expression_complexity(best)}) chosen over the "
-              f"KAN's formula (R² {kan.r2_test:.6g}, complexity {kan_complexity}): {why}")
-    return Formula(expr=best, raw=kan.raw, symbols=kan.symbols,
-                   fidelity=fidelity(lambdify_formula(best, kan.symbols), x, y, y_model), target=kan.target,
-                   candidates=kan.candidates, r2_test=next(e.r2 for e in front if e.chosen),
-                   r2_model_test=kan.r2_model_test, n_test=kan.n_test, front=front, origin=origin, structure=structure,
-                   reason=reason)
 
 
 def _rounded_raw(raw: sympy.Expr, raw_fid: Fidelity, symbols, x: np.ndarray, y: np.ndarray, y_model: np.ndarray,

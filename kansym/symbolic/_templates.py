@@ -101,12 +101,15 @@ def _polish(x: np.ndarray, y: np.ndarray, factor: np.ndarray, start: tuple[float
 def occupation_candidates(x: np.ndarray, y: np.ndarray, symbol: sympy.Symbol, keep: int = 2,
                           factor: np.ndarray | None = None) -> list[sympy.Expr]:
     """The ``keep`` best templates of the module docstring for ``y(x)`` (one input), as sympy
-    expressions with float constants; none unless ``y`` keeps one sign and ``x > 0``.
+    expressions with float constants; none unless ``x > 0``.
 
     Parameters
     ----------
     x : ndarray (N,)
     y : ndarray (N,)
+        Of one sign but for noise: rows of the other sign (fewer than half) are left out of
+        the fits of the logs, and the templates are refitted on ``y`` over every row (as with
+        a factor of ones).
     symbol : sympy.Symbol
         The input's symbol.
     keep : int
@@ -118,6 +121,8 @@ def occupation_candidates(x: np.ndarray, y: np.ndarray, symbol: sympy.Symbol, ke
         where the law is small) and ranked by that error.
     """
     x, y = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
+    if factor is None and not (np.all(y > 0) or np.all(y < 0)):
+        factor = np.ones_like(y)  # noise gives y both signs where the law is small: refit on y itself
     if factor is None:
         sign = 1.0 if np.all(y > 0) else (-1.0 if np.all(y < 0) else 0.0)
     else:

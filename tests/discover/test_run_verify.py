@@ -118,7 +118,7 @@ def test_a_constant_or_worse_than_the_mean_never_displaces_an_unverified_kan_for
     """Regression (I.30.3 with units, noise 0.01): against a KAN formula of 89 nodes that failed
     its verification (R² 0.93), the direct search's ``0`` (R² -1.24, one node) won the selection
     score and was printed."""
-    from kansym.discover.symbolify import choose_formula
+    from kansym.discover.choice import choose_formula
     from kansym.symbolic.direct import DirectCandidate
     from kansym.symbolic.verify import r2_score
 
@@ -136,3 +136,33 @@ def test_a_constant_or_worse_than_the_mean_never_displaces_an_unverified_kan_for
     assert chosen is kan
     better = DirectCandidate(X1 * sympy.sin(3 * X1), 0.0, 6)
     assert choose_formula(kan, poor + [better], 0.05, x, y, y, x, y).expr == better.expr
+
+
+def test_a_law_significantly_more_accurate_than_the_scores_choice_is_chosen():
+    """Regression (a Bose law of one group with 1 % noise): ``69/(11 x) - 0.4634``, the expansion
+    ``2 pi/x - 1/2`` with a fitted offset, has 1 % more RMS error than ``1/(exp(x/(2 pi)) - 1)``
+    and one node less, and the selection score chose it. On the same rows its squared errors
+    are many standard errors above the law's (a paired test), and the law, with no more
+    fitted constants, is chosen; a candidate with more fitted constants is not."""
+    from kansym.discover.choice import choose_formula
+    from kansym.symbolic.direct import DirectCandidate
+    from kansym.symbolic.verify import paired_gain, r2_score
+
+    rng = np.random.default_rng(0)
+    a, b, c, d = rng.uniform(1, 5, (4, 10000))
+    x = (a * b / (c * d))[:, None]
+    law = 1 / np.expm1(x[:, 0] / (2 * np.pi))
+    y = law + 0.01 * np.sqrt(np.mean(law ** 2)) * rng.standard_normal(law.size)
+    fit, test = slice(0, 8000), slice(8000, None)
+    approx = sympy.Float(-0.4634) + sympy.Rational(69, 11) / X1
+    f_approx = sympy.lambdify([X1], approx)
+    kan = _formula(approx, r2_score(y[test], f_approx(x[test, 0])), 0.9998)
+    assert not kan.warning
+    truth = 1 / (sympy.exp(X1 / (2 * sympy.pi)) - 1)
+    assert paired_gain(law - y, f_approx(x[:, 0]) - y) > 4  # the law's squared errors are lower, row by row
+    chosen = choose_formula(kan, [DirectCandidate(truth, 0.0137, 9)], 0.05, x[fit], y[fit], y[fit], x[test], y[test])
+    assert chosen.expr == truth and "standard errors below" in chosen.reason
+    # with a fitted constant more than the choice, a better fit proves nothing
+    floated = 1 / (sympy.exp(sympy.Float(0.159155) * X1) - sympy.Float(1.0))
+    assert choose_formula(kan, [DirectCandidate(floated, 0.0137, 11)], 0.05, x[fit], y[fit], y[fit], x[test],
+                          y[test]) is kan
