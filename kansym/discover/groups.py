@@ -174,7 +174,7 @@ def map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_idx
     mapped = Formula(
         expr=expr, raw=raw, symbols=tuple(symbols), fidelity=fid, target=target, candidates=cands,
         r2_test=next(e.r2 for e in front if e.chosen), r2_model_test=r2_score(y[test_idx], y_model_test),
-        n_test=f.n_test, front=front, closed_form=closed,
+        n_test=f.n_test, front=front, closed_form=closed, origin=f.origin, structure=f.structure, reason=f.reason,
     )
     # the residual test on the columns and on the groups: in the groups, rows near in the law's own
     # variables are near (a series for a function of one group, invisible among five columns, shows);

@@ -74,6 +74,7 @@ def test_one_group_end_to_end_decay():
     assert res.reduction.group_names == ("pi1",) and res.reduction.to_dict()["groups"] == {"pi1": "t/tau"}
     assert is_exact_recovery("L*exp(-t/tau)", f.expr, symbols=["L", "t", "tau"]), f.expr
     assert f.r2_test > 0.999999 and f.warning is None
+    assert f.origin == "direct search"  # mapping back to the columns once lost it (recorded "kan")
     assert res.pruned.input_names == ("pi1",)  # the KAN was trained on the group
 
 
