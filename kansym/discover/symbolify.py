@@ -290,6 +290,9 @@ def _refined_in_linear_space(expr: sympy.Expr, fid: Fidelity, symbols, x: np.nda
         return expr, fid
     if len(linear.atoms(sympy.Float)) >= len(expr.atoms(sympy.Float)) or not _finite(linear, symbols, x):
         return expr, fid
+    # a float traded for a long rational is no law's constant (Kepler: 281380 -> 34844827/(4 pi^3))
+    if any(max(abs(int(r.p)), int(r.q)) >= 10 ** 4 for r in linear.atoms(sympy.Rational) - expr.atoms(sympy.Rational)):
+        return expr, fid
     lin_fid = fidelity(lambdify_formula(linear, symbols), x, y, y_model)
     if lin_fid.r2_data < fid.r2_data - 1e-6:
         return expr, fid

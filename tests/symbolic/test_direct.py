@@ -302,3 +302,13 @@ def test_occupation_templates_with_a_factor_fit_rows_whose_noise_crosses_zero():
     assert not best.as_numer_denom()[0].free_symbols, best  # a / (exp(c x) - 1): the power p = 0
     amplitude, rate = sorted(float(f) for f in best.atoms(sympy.Float))
     assert amplitude == pytest.approx(1 / (2 * np.pi ** 3), rel=0.05) and rate == pytest.approx(1 / (2 * np.pi), rel=0.05)
+
+
+def test_the_kepler_example_keeps_its_fitted_factor_rather_than_a_long_rational_over_pi(tmp_path):
+    # Regression (eb5a18c): the linear re-refinement of the log-space fit traded the factor
+    # 281380.0 for 34844827/(4*pi**3), an invented 8-digit constant, in the README example.
+    res = CliRunner().invoke(cli, ["fit", "--example", "kepler", "-q", "-o", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    import json
+    record = json.loads((tmp_path / "out" / "formula.json").read_text())
+    assert record["sympy"] == "281380.0*semi_major_axis_km**(3/2)/sqrt(primary_mass_kg)", record["sympy"]
