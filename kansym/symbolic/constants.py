@@ -10,7 +10,8 @@ this module holds its vocabulary, without data (docs/algorithms.md §8):
 - **Candidates** (:func:`exact_candidates`): per context, the exact numbers near a value,
   with bounded denominators (``q <= 12``; ``q <= 6`` in an exponent), numerators of at
   most 9 digits; ``pi`` and the other named constants (``1/pi``, ``pi**2``, ``1/pi**2``,
-  ``pi**3``, ``1/pi**3``, ``sqrt(2)``, ``sqrt(3)``, ``1/sqrt(2 pi)``) as factors, ``pi`` in a phase, ``p pi/q`` and
+  ``pi**3``, ``1/pi**3``, ``sqrt(2)``, ``sqrt(3)``, ``1/sqrt(2 pi)``) as factors, with
+  numerators below 100 (``8 pi/3``, not ``34844827/(4 pi**3)``), ``pi`` in a phase, ``p pi/q`` and
   ``p pi**2/q`` (``q <= 2``) in an offset (``sqrt(x**2 - pi**2)``), and never anything but
   a plain rational in an exponent.
 - **Description length** in bits. AI Feynman 2.0 (Udrescu et al. 2020, "AI Feynman 2.0:
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 
 import sympy
 
-__all__ = ["CONTEXTS", "NAMED", "MAX_DIGITS", "Exact", "constant_contexts", "exact_candidates",
+__all__ = ["CONTEXTS", "NAMED", "MAX_DIGITS", "MAX_NAMED_NUMERATOR", "Exact", "constant_contexts", "exact_candidates",
            "integer_bits", "rational_bits", "float_bits", "precision_step", "round_to_step", "too_long"]
 
 # strictest first: a float found in two places takes the stricter one's candidates
@@ -47,9 +48,13 @@ MAX_DIGITS = 9  # no integer or rational of more than 9 digits in a formula
 MAX_DENOMINATOR = {"exponent": 6, "phase": 6, "offset": 12, "factor": 12, "log_factor": 12}
 # named constants a factor may hold, with the largest denominator of their coefficient
 # (powers of pi up to the third: hbar = h/(2 pi) puts pi**-3 in Planck's law of radiation)
-NAMED = ((sympy.pi, 12), (1 / sympy.pi, 12), (sympy.pi ** 2, 4), (sympy.pi ** -2, 4), (sympy.pi ** 3, 4),
+# (h/(2 pi))**2 puts 1/(8 pi**2) in the energy levels of a particle in a box)
+NAMED = ((sympy.pi, 12), (1 / sympy.pi, 12), (sympy.pi ** 2, 8), (sympy.pi ** -2, 8), (sympy.pi ** 3, 4),
          (sympy.pi ** -3, 4), (sympy.sqrt(2), 4), (sympy.sqrt(3), 4), (1 / sympy.sqrt(2 * sympy.pi), 4))
 NAME_BITS = math.log2(len(NAMED) + 1)  # which named constant, or none
+# a named constant's coefficient has a numerator below 100: 8 pi/3 and 1/(8 pi**2) are laws,
+# 34844827/(4 pi**3) is a fitted 281380.0 dressed up as one (its bits are the float's)
+MAX_NAMED_NUMERATOR = 99
 OFFSET_NAMED_DENOMINATOR = 2  # an additive offset may be p*pi/q or p*pi**2/q with q <= 2
 FLOAT_BIT = 1.0  # "this constant is a float": two nodes of the complexity, not one
 
@@ -162,13 +167,19 @@ def _bases(context: str) -> list[tuple[sympy.Expr, float, int, float]]:
     return plain + [(b, float(b), min(qb, q), NAME_BITS) for b, qb in NAMED]
 
 
+def _numerator_limit(base: sympy.Expr) -> int:
+    """The largest ``|p|`` of a candidate ``(p/q) * base``."""
+    return 10 ** MAX_DIGITS - 1 if base == 1 else MAX_NAMED_NUMERATOR
+
+
 def exact_candidates(v: float, context: str, radius: float) -> list[Exact]:
     """Exact numbers within ``radius`` of ``v`` allowed in ``context``, fewest bits first.
 
     Candidates are ``(p/q) * B`` with ``B`` 1 or, in a factor, one of :data:`NAMED` (in a
     phase only ``pi``, in an offset ``pi`` and ``pi**2`` with ``q <= 2``, in an exponent
     none), ``q`` up to :data:`MAX_DENOMINATOR` of the context, ``p`` of at
-    most :data:`MAX_DIGITS` digits; 0 in every context but ``log_factor``. In a
+    most :data:`MAX_DIGITS` digits (below 100 in front of a named constant,
+    :data:`MAX_NAMED_NUMERATOR`); 0 in every context but ``log_factor``. In a
     ``log_factor`` (``v`` is ``log C``) they are the logs of the factor candidates of
     ``exp(v)``: ``log(3/2)``, never ``25/2`` (which would be ``exp(25/2)``).
     Ties in bits go to the nearer value, then to the shorter text.
@@ -190,6 +201,7 @@ def exact_candidates(v: float, context: str, radius: float) -> list[Exact]:
     if abs(v) <= radius:
         found[sympy.Integer(0)] = Exact(sympy.Integer(0), 0.0, 0.0)
     for base, value, qmax, extra in _bases(context):
+        pmax = _numerator_limit(base)
         for q in range(1, qmax + 1):
             lo, hi = (v - radius) * q / value, (v + radius) * q / value
             first, last = math.ceil(min(lo, hi)), math.floor(max(lo, hi))
@@ -197,7 +209,7 @@ def exact_candidates(v: float, context: str, radius: float) -> list[Exact]:
                 mid = round(v * q / value)
                 first, last = mid - 2, mid + 2
             for p in range(first, last + 1):
-                if p == 0 or math.gcd(p, q) != 1 or abs(p) >= 10 ** MAX_DIGITS:
+                if p == 0 or math.gcd(p, q) != 1 or abs(p) > pmax:
                     continue
                 val = p * value / q
                 if abs(val - v) > radius:

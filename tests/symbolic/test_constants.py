@@ -189,3 +189,20 @@ def test_a_formula_that_misses_the_law_keeps_its_frequency_a_float_not_a_rationa
     assert not out.has(sympy.pi), out
     (w,) = [a.args[0].as_coeff_Mul()[0] for a in out.atoms(sympy.cos)]
     assert isinstance(w, sympy.Float) and abs(float(w) - 2.9968) < 1e-3, out
+
+
+def test_a_named_constant_takes_a_short_coefficient_only():
+    # regression (III.15.14, h**2/(8 pi**2 E d**2)): 1/(8 pi**2) was out of reach (q <= 4 for
+    # pi**-2) and printed as 0.012665147955292 at noise 0
+    c = 1 / (8 * math.pi ** 2)
+    assert exact_candidates(c, "factor", 1e-9)[0].expr == 1 / (8 * sympy.pi ** 2)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(1, 3, (200, 2))
+    y = c * X[:, 0] ** 2 / X[:, 1]
+    assert snap_constants(sympy.Float(c) * x1 ** 2 / x2, [x1, x2], X, y) == x1 ** 2 / (8 * sympy.pi ** 2 * x2)
+    # regression (README's Kepler example): a fitted factor 281380.0 became 34844827/(4 pi**3),
+    # an 8-digit numerator in front of pi**-3; no named constant takes a numerator of 100 or more
+    assert not any(c.expr.has(sympy.pi) for c in exact_candidates(281380.0, "factor", 1.0))
+    assert all(abs(sympy.fraction(c.expr / b)[0]) < 100 for c in exact_candidates(281380.0, "factor", 50.0)
+               for b in (sympy.pi, 1 / sympy.pi, sympy.pi ** 2, sympy.pi ** -2, sympy.pi ** 3, sympy.pi ** -3)
+               if (c.expr / b).is_Rational)
