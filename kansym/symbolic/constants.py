@@ -48,7 +48,7 @@ MAX_DIGITS = 9  # no integer or rational of more than 9 digits in a formula
 MAX_DENOMINATOR = {"exponent": 6, "phase": 6, "offset": 12, "factor": 12, "log_factor": 12}
 # named constants a factor may hold, with the largest denominator of their coefficient
 # (powers of pi up to the third: hbar = h/(2 pi) puts pi**-3 in Planck's law of radiation)
-# (h/(2 pi))**2 puts 1/(8 pi**2) in the energy levels of a particle in a box)
+# and hbar**2 = h**2/(4 pi**2) puts 1/(8 pi**2) in the energy levels of a particle in a box
 NAMED = ((sympy.pi, 12), (1 / sympy.pi, 12), (sympy.pi ** 2, 8), (sympy.pi ** -2, 8), (sympy.pi ** 3, 4),
          (sympy.pi ** -3, 4), (sympy.sqrt(2), 4), (sympy.sqrt(3), 4), (1 / sympy.sqrt(2 * sympy.pi), 4))
 NAME_BITS = math.log2(len(NAMED) + 1)  # which named constant, or none
