@@ -1,12 +1,17 @@
 """KAN-GPT FFN arms, parameter-matched, in nanoGPT's char-level CPU recipe.
 
 Arms (``--models``): ``mlp`` (GPT-2's GELU MLP), ``swiglu`` (Shazeer 2020, the modern
-baseline), ``kan`` (B-spline KAN FFN), ``grkan`` (KAT's group-rational KAN), the hybrids
-``hybrid`` (``mlp,kan,kan,mlp``) and ``hybrid-grkan`` (``swiglu,grkan,grkan,swiglu``), and
-``kan-rR`` (the KAN FFN factorised through rank R). Every model trains with the same seed,
-hence the same data order and eval batches (block 64, batch 12, 4 layers, 4 heads,
-n_embd 128, 2000 iterations, lr 1e-3, dropout 0, eval on 20 batches). Each run is a
-separate process so that peak memory (max RSS) is its own. Reported per model:
+baseline), ``kan`` (B-spline KAN FFN), ``cheby`` (the KAN FFN on Chebyshev polynomials of
+``tanh x``), ``grkan`` (KAT's group-rational KAN), the hybrids ``hybrid``
+(``mlp,kan,kan,mlp``) and ``hybrid-grkan`` (``swiglu,grkan,grkan,swiglu``), and ``kan-rR``
+(the KAN FFN factorised through rank R). A suffix ``-gpt2`` or ``-vp`` sets the FFN's
+input-projection init (``KANGPTConfig.fc_init``: GPT-2's ``N(0, 0.02^2)``, or variance
+preserving) instead of the kind's default (``grkan-gpt2``, ``swiglu-vp``, ``kan-vp``).
+Every model trains with the same seed, hence the same data order and eval batches
+(block 64, batch 12, by default 4 layers, 4 heads, n_embd 128 (``--n-layer``,
+``--n-head``, ``--n-embd``), 2000 iterations, lr 1e-3, dropout 0, eval on 20 batches).
+Each run is a separate process so that peak memory (max RSS) is its own; ``--jobs``
+runs that many at once. Reported per model:
 parameters, val loss at equal iterations (the end), val loss at equal wall time (the
 shortest run's training time; linear interpolation between evaluations), mean step
 time and its ratio to the baseline's, tokens/s, peak memory. Training time excludes
@@ -20,6 +25,7 @@ Usage::
     python bench/gpt.py --max-iters 20 --eval-interval 10 --eval-iters 2   # smoke run
     python bench/gpt.py --time-steps 100 --threads 1   # step times only, interleaved
     python bench/gpt.py --models mlp,kan --seeds 0,1,2 --threads 1   # paired seeds
+    python bench/gpt.py --models swiglu,swiglu-vp,grkan,grkan-gpt2 --seeds 0,1 --threads 1 --jobs 2   # init ablation
 
 With ``--seeds``, every model trains once per seed (the same seed gives every model the
 same data order and eval batches), and a paired summary follows the tables: per seed
@@ -38,23 +44,44 @@ import json
 import resource
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 MODELS = {
     "mlp": "mlp",
     "swiglu": "swiglu",
     "kan": "kan",
+    "cheby": "cheby",
     "grkan": "grkan",
     "hybrid": "mlp,kan,kan,mlp",
     "hybrid-grkan": "swiglu,grkan,grkan,swiglu",
 }
 
 
+INIT_SUFFIXES = {"-gpt2": "gpt2", "-vp": "variance"}  # arm-name suffix -> KANGPTConfig.fc_init
+
+
 def arm(name: str) -> dict:
-    """KANGPTConfig fields of a model name: one of MODELS, or ``kan-rR`` (the KAN FFN factorised through rank R)."""
+    """KANGPTConfig fields of a model name: one of MODELS or ``kan-rR`` (the KAN FFN factorised through
+    rank R), optionally followed by an init suffix of :data:`INIT_SUFFIXES`.
+
+    Raises
+    ------
+    KeyError
+        For an unknown name.
+    """
+    for suffix, init in INIT_SUFFIXES.items():
+        if name.endswith(suffix):
+            return arm(name[: -len(suffix)]) | {"fc_init": init}
     if name.startswith("kan-r") and name[5:].isdigit():
         return {"ffn": "kan", "kan_rank": int(name[5:])}
     return {"ffn": MODELS[name]}
+
+
+def model_fields(args: argparse.Namespace, name: str) -> dict:
+    """KANGPTConfig keyword arguments of arm ``name`` at the run's size (block 64, ``--n-layer/--n-head/--n-embd``)."""
+    return dict(block_size=64, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, dropout=0.0, **arm(name),
+                kan_basis=args.basis, seed=args.seed)
 
 
 NANOGPT_REFERENCE = "nanoGPT on this machine (same recipe, 90/10 split, 20 eval batches): val 1.825 at 2000 iters, 0.80 M params, 138 s"
@@ -71,10 +98,7 @@ def run_one(args: argparse.Namespace) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     name = args.one
-    model_config = KANGPTConfig(
-        block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0, **arm(name),
-        kan_basis=args.basis, seed=args.seed,
-    )
+    model_config = KANGPTConfig(**model_fields(args, name))
     config = GPTTrainConfig(
         max_iters=args.max_iters, batch_size=12, lr=1e-3, min_lr=1e-4, warmup_iters=min(100, args.max_iters // 10),
         eval_interval=args.eval_interval, eval_iters=args.eval_iters, seed=args.seed, device=args.device,
@@ -90,6 +114,8 @@ def run_one(args: argparse.Namespace) -> dict:
     return {
         "model": name,
         "ffn": arm(name)["ffn"] + (f" rank {arm(name)['kan_rank']}" if "kan_rank" in arm(name) else ""),
+        "fc_init": model_config.fc_init,
+        "size": [model_config.n_layer, model_config.n_head, model_config.n_embd],
         "kan_hidden": list(model_config.kan_hidden),
         "params": params,
         "iters": result.iter,
@@ -131,7 +157,7 @@ def time_steps(args: argparse.Namespace) -> dict:
     gen = torch.Generator().manual_seed(args.seed)
     runs = {}
     for name in names:
-        model = KANGPT(KANGPTConfig(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, **arm(name), kan_basis=args.basis, seed=args.seed))
+        model = KANGPT(KANGPTConfig(vocab_size=65, **model_fields(args, name)))
         runs[name] = (model, torch.optim.AdamW(model.parameters(), lr=1e-3), [])
     x = torch.randint(65, (12, 64), generator=gen)  # (B, T)
     for rnd in range(1 + args.time_steps // 10):
@@ -345,6 +371,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default="bench/results/gpt", help="Run directories, results.jsonl and table.md.")
     p.add_argument("--models", default="mlp,kan,hybrid", help=f"Comma-separated subset of {', '.join(MODELS)}, or kan-rR (KAN FFN factorised through rank R).")
     p.add_argument("--basis", default="bspline")
+    p.add_argument("--n-layer", type=int, default=4)
+    p.add_argument("--n-head", type=int, default=4)
+    p.add_argument("--n-embd", type=int, default=128)
+    p.add_argument("--jobs", type=int, default=1, help="Training runs at once (each its own process; use with --threads 1).")
     p.add_argument("--max-iters", type=int, default=2000)
     p.add_argument("--eval-interval", type=int, default=100)
     p.add_argument("--eval-iters", type=int, default=20)
@@ -370,7 +400,8 @@ def main(argv: list[str] | None = None) -> None:
         try:
             arm(name)
         except KeyError:
-            p.error(f"unknown model {name!r}; choose from {', '.join(MODELS)} or kan-rR (rank R)")
+            p.error(f"unknown model {name!r}; choose from {', '.join(MODELS)} or kan-rR (rank R), each optionally "
+                    f"with {' or '.join(INIT_SUFFIXES)}")
     if args.time_steps:
         if args.clock == "thread" and args.threads != 1:
             p.error("--clock thread measures one thread: add --threads 1")
@@ -394,15 +425,25 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
     if args.seeds is not None and baseline_of([{"model": n} for n in names], args.baseline) not in names:
         p.error(f"--seeds compares every model with the baseline {args.baseline}; include it in --models")
-    rows = []
     passthrough = [a for a in (argv if argv is not None else sys.argv[1:])]
-    for seed in seeds:
-        for name in names:
-            cmd = [sys.executable, __file__, *passthrough, "--one", name, "--seed", str(seed)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode:
-                sys.exit(f"{name} (seed {seed}) failed:\n{proc.stderr[-2000:]}")
-            row = json.loads(proc.stdout.strip().splitlines()[-1])
+    rows = []
+
+    def train_arm(name: str, seed: int) -> dict:
+        cmd = [sys.executable, __file__, *passthrough, "--one", name, "--seed", str(seed)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"{name} (seed {seed}) failed:\n{proc.stderr[-2000:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        futures = [pool.submit(train_arm, name, seed) for seed in seeds for name in names]
+        for future in futures:  # in submission order, so results.jsonl lists seed by seed
+            try:
+                row = future.result()
+            except RuntimeError as exc:
+                for f in futures:
+                    f.cancel()
+                sys.exit(str(exc))
             rows.append(row)
             print(json.dumps(row), flush=True)
             with open(out / "results.jsonl", "a" if len(rows) > 1 else "w") as f:

@@ -21,7 +21,7 @@ _TRAIN_FIELDS = {
     "device": "device", "dtype": "dtype", "compile": "compile", "lamb": "lamb", "mu1": "mu1", "mu2": "mu2",
     "ortho_lambda": "ortho_lambda", "ortho_kind": "ortho_kind", "wo_decay": "wo_decay",
 }
-_MODEL_OPTIONS = ("ffn", "basis", "grid_size", "degree", "kan_hidden", "kan_rank", "n_layer", "n_head", "n_embd", "block_size", "dropout")
+_MODEL_OPTIONS = ("ffn", "fc_init", "basis", "grid_size", "degree", "kan_hidden", "kan_rank", "n_layer", "n_head", "n_embd", "block_size", "dropout")
 
 
 @click.group("gpt")
@@ -39,7 +39,10 @@ def gpt_group() -> None:
 
 @gpt_group.command("train")
 @click.option("--text", required=True, type=click.Path(path_type=Path), help="UTF-8 text file; its characters are the vocabulary.")
-@click.option("--ffn", default="mlp", show_default=True, help="mlp, kan, kan-residual, swiglu, grkan, or one per layer: mlp,kan,kan,mlp.")
+@click.option("--ffn", default="mlp", show_default=True, help="mlp, kan, kan-residual, cheby (KAN on the Chebyshev basis), swiglu, grkan, or one per layer: mlp,kan,kan,mlp.")
+@click.option("--fc-init", default="default", show_default=True, type=click.Choice(["default", "gpt2", "variance"]),
+              help="Init of each FFN's input projection: gpt2 N(0, 0.02^2); variance: unit-variance hidden pre-activations "
+                   "(KAT); default: variance for grkan, gpt2 for mlp/swiglu, the KAN layer's own for KAN FFNs.")
 @click.option("--basis", default="bspline", show_default=True, type=click.Choice(BASES), help="Basis of the KAN edge functions.")
 @click.option("--grid-size", default=5, show_default=True, type=click.IntRange(min=1), help="Grid intervals (bspline, rbf) or frequencies (fourier).")
 @click.option("--degree", default=3, show_default=True, help="Spline order (bspline) or polynomial degree (chebyshev, poly).")
@@ -94,7 +97,7 @@ def train_command(ctx, text, out_dir, resume, force, quiet, no_amp, compile_, **
         given.add("compile")
     try:
         model_config = KANGPTConfig(
-            ffn=opts["ffn"], kan_basis=opts["basis"], kan_grid_size=opts["grid_size"], kan_degree=opts["degree"],
+            ffn=opts["ffn"], fc_init=opts["fc_init"], kan_basis=opts["basis"], kan_grid_size=opts["grid_size"], kan_degree=opts["degree"],
             kan_hidden=opts["kan_hidden"], kan_rank=opts["kan_rank"], n_layer=opts["n_layer"], n_head=opts["n_head"], n_embd=opts["n_embd"],
             block_size=opts["block_size"], dropout=opts["dropout"], seed=opts["seed"],
         )

@@ -11,9 +11,10 @@ from kansym.errors import ConfigError
 from kansym.gpt.matching import KAN_KINDS, match_ffn_hidden, match_kan_hidden
 from kansym.nn.bases import BASES
 
-__all__ = ["FFN_KINDS", "GPTTrainConfig", "KANGPTConfig", "match_kan_hidden", "parse_ffn"]
+__all__ = ["FC_INITS", "FFN_KINDS", "GPTTrainConfig", "KANGPTConfig", "match_kan_hidden", "parse_ffn"]
 
-FFN_KINDS = ("mlp", "kan", "kan-residual", "swiglu", "grkan")
+FFN_KINDS = ("mlp", "kan", "kan-residual", "cheby", "swiglu", "grkan")
+FC_INITS = ("default", "gpt2", "variance")  # initialisations of an FFN's input projection (KANGPTConfig.fc_init)
 
 
 def parse_ffn(ffn: str | Sequence[str], n_layer: int) -> tuple[str, ...]:
@@ -22,8 +23,8 @@ def parse_ffn(ffn: str | Sequence[str], n_layer: int) -> tuple[str, ...]:
     Parameters
     ----------
     ffn : str or sequence of str
-        One of :data:`FFN_KINDS` (``"mlp"``, ``"kan"``, ``"kan-residual"``, ``"swiglu"``,
-        ``"grkan"``) for every layer, a comma-separated list (``"mlp,kan,kan,mlp"``) or a
+        One of :data:`FFN_KINDS` (``"mlp"``, ``"kan"``, ``"kan-residual"``, ``"cheby"``,
+        ``"swiglu"``, ``"grkan"``) for every layer, a comma-separated list (``"mlp,kan,kan,mlp"``) or a
         sequence with one kind per layer.
     n_layer : int
 
@@ -64,12 +65,25 @@ class KANGPTConfig(PlainConfig):
         Biases in linear layers and LayerNorms (nanoGPT's switch).
     ffn : str or sequence of str
         Feed-forward kind per layer: ``mlp``, ``kan`` (two KAN layers ``C -> h -> C``),
-        ``kan-residual`` (the KAN FFN plus a linear shortcut ``W x``), ``swiglu`` (Shazeer
+        ``kan-residual`` (the KAN FFN plus a linear shortcut ``W x``), ``cheby`` (the KAN FFN
+        on the Chebyshev basis whatever ``kan_basis`` says, ChebyKAN's ``T_0..T_d`` of
+        ``tanh x`` with ``d = kan_degree``), ``swiglu`` (Shazeer
         2020, :class:`kansym.gpt.grkan.SwiGLUFFN`), ``grkan`` (KAT's group-rational KAN,
         :class:`kansym.gpt.grkan.GRKANFFN`), or a list (hybrid); stored as a tuple of
         length ``n_layer``.
     mlp_ratio : int
         MLP hidden width is ``mlp_ratio * n_embd``.
+    fc_init : {"default", "gpt2", "variance"}
+        Initial weights of each FFN's input projection (MLP and SwiGLU ``c_fc``/``c_gate``,
+        GR-KAN ``c_fc``, the SiLU weights ``w_b`` of a KAN FFN's first layer;
+        :func:`kansym.gpt.ffn.input_projection_stds`): ``gpt2`` draws them from
+        ``N(0, 0.02^2)``, ``variance`` from ``N(0, 1 / (C E[f(x)^2]))`` with ``f`` what the
+        projection reads (identity, GR-KAN's rational, SiLU) and ``x ~ N(0, 1)`` the
+        LayerNorm'd input, so the hidden pre-activations start with unit variance (KAT,
+        Yang & Wang 2024, arXiv:2409.10594); ``default`` keeps each kind's own: ``gpt2``
+        for MLP and SwiGLU, ``variance`` for GR-KAN, the KAN layer's ``U(-1, 1) / sqrt(C)``
+        for KAN FFNs. Output projections keep GPT-2's scaled residual init (KAN FFNs: their
+        layer's own) in every case.
     kan_basis : {"bspline", "chebyshev", "fourier", "rbf", "poly"}
     kan_grid_size, kan_degree : int
         ``G`` and spline order / polynomial degree of the KAN bases.
@@ -111,6 +125,7 @@ class KANGPTConfig(PlainConfig):
     bias: bool = False
     ffn: Any = "mlp"
     mlp_ratio: int = 4
+    fc_init: str = "default"
     kan_basis: str = "bspline"
     kan_grid_size: int = 5
     kan_degree: int = 3
@@ -130,6 +145,8 @@ class KANGPTConfig(PlainConfig):
             raise ConfigError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"dropout must lie in [0, 1), got {self.dropout}")
+        if self.fc_init not in FC_INITS:
+            raise ConfigError(f"unknown fc_init {self.fc_init!r}; use one of {', '.join(FC_INITS)}")
         if self.kan_basis not in BASES:
             raise ConfigError(f"unknown KAN basis {self.kan_basis!r}; use one of {', '.join(BASES)}")
         if self.kan_degree < 0:
@@ -198,13 +215,17 @@ class KANGPTConfig(PlainConfig):
         """Hidden width of the MLP FFN."""
         return self.mlp_ratio * self.n_embd
 
+    def basis_of(self, kind: str) -> str:
+        """Basis of the KAN layers of an FFN of ``kind``: Chebyshev for ``cheby``, else ``kan_basis``."""
+        return "chebyshev" if kind == "cheby" else self.kan_basis
+
     def matched_hidden(self, kind: str = "kan") -> int:
         """Hidden width of an FFN of ``kind`` matching this config's MLP FFN in parameters (0 for ``mlp``)."""
         if kind == "mlp":
             return 0
         return match_ffn_hidden(
             kind, self.n_embd, self.mlp_hidden, bias=self.bias, groups=self.grkan_groups, degrees=self.grkan_degrees,
-            basis=self.kan_basis, grid_size=self.kan_grid_size, degree=self.kan_degree, rank=self.kan_rank,
+            basis=self.basis_of(kind), grid_size=self.kan_grid_size, degree=self.kan_degree, rank=self.kan_rank,
         )
 
 _RESUMABLE = ("max_iters", "eval_interval", "eval_iters", "device", "compile", "amp", "lr_decay_iters")

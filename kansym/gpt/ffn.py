@@ -33,10 +33,12 @@ from torch import nn
 
 from kansym.errors import ConfigError
 from kansym.gpt.config import KANGPTConfig
-from kansym.gpt.grkan import GRKANFFN, SwiGLUFFN
+from kansym.gpt.grkan import RATIONAL_INITS, GRKANFFN, SwiGLUFFN, gaussian_second_moment, rational_second_moment
 from kansym.nn.bases import make_kan_layer, n_basis
 
-__all__ = ["MLPFFN", "KANFFN", "LowRankKANLayer", "build_ffn", "edge_scores", "sparsity_penalty"]
+__all__ = ["MLPFFN", "KANFFN", "LowRankKANLayer", "build_ffn", "edge_scores", "input_projection_stds", "sparsity_penalty"]
+
+GPT2_STD = 0.02  # GPT-2's initial weight std (Radford et al. 2019; nanoGPT's _init_weights)
 
 
 class MLPFFN(nn.Module):
@@ -180,6 +182,9 @@ class KANFFN(nn.Module):
     residual : bool
         Add a bias-free ``Linear(C, C)`` of the input to the KAN output (``kan-residual``):
         the linear part of the map is learnt directly, the KAN learns the rest.
+    kind : str, optional
+        The FFN kind it stands for (``kan``, ``kan-residual``, ``cheby``); None: ``kan`` or
+        ``kan-residual`` by ``residual``.
     rank : int, optional
         Factorise both layers' coefficient tensors through this rank
         (:class:`LowRankKANLayer`); None: full KAN layers.
@@ -206,9 +211,10 @@ class KANFFN(nn.Module):
         rank: int | None = None,
         dropout: float = 0.0,
         generator: torch.Generator | None = None,
+        kind: str | None = None,
     ) -> None:
         super().__init__()
-        self.kind = "kan-residual" if residual else "kan"
+        self.kind = kind or ("kan-residual" if residual else "kan")
         self.rank = rank
         opts = dict(grid_size=grid_size, degree=degree, grid_range=grid_range, generator=generator)
         if rank is None:
@@ -245,7 +251,7 @@ def build_ffn(config: KANGPTConfig, layer: int, generator: torch.Generator | Non
     return KANFFN(
         config.n_embd,
         config.kan_hidden[layer],
-        basis=config.kan_basis,
+        basis=config.basis_of(kind),
         grid_size=config.kan_grid_size,
         degree=config.kan_degree,
         grid_range=config.kan_grid_range,
@@ -253,7 +259,49 @@ def build_ffn(config: KANGPTConfig, layer: int, generator: torch.Generator | Non
         rank=config.kan_rank,
         dropout=config.dropout,
         generator=generator,
+        kind=kind,
     )
+
+
+def input_projection_stds(ffn: nn.Module, fc_init: str) -> list[tuple[torch.Tensor, float]]:
+    """The input-projection weights of an FFN and the std of their normal initial values.
+
+    ``fc_init`` (:attr:`kansym.gpt.config.KANGPTConfig.fc_init`): ``gpt2`` gives every one
+    :data:`GPT2_STD`; ``variance`` gives a projection read through ``f`` the std
+    ``1 / sqrt(C E[f(x)^2])``, ``x ~ N(0, 1)`` (the LayerNorm'd input; KAT, Yang & Wang
+    2024, arXiv:2409.10594), so its outputs start with unit variance: ``f`` is the
+    identity for MLP and SwiGLU (``c_fc``, ``c_gate``), GR-KAN's identity-initialised
+    rational for its ``c_fc``, SiLU for the ``w_b`` of a KAN FFN's first layer (its spline
+    part starts near zero); ``default`` is ``variance`` for GR-KAN and leaves the others
+    out (their ``gpt2`` draw, the KAN layer's own ``U(-1, 1) / sqrt(C)``).
+
+    Parameters
+    ----------
+    ffn : nn.Module
+        Any FFN of :func:`build_ffn`.
+    fc_init : {"default", "gpt2", "variance"}
+
+    Returns
+    -------
+    list of (Tensor, float)
+        ``(weight, std)`` pairs for :class:`kansym.gpt.model.KANGPT` to draw; empty where
+        the FFN keeps its own init.
+    """
+    if isinstance(ffn, KANFFN):
+        if fc_init == "default":
+            return []
+        n_in = ffn.fc.in_features
+        std = GPT2_STD if fc_init == "gpt2" else 1.0 / math.sqrt(n_in * gaussian_second_moment(F.silu))
+        return [(ffn.fc.scale_base, std)]
+    if isinstance(ffn, GRKANFFN):
+        if fc_init == "gpt2":
+            return [(ffn.c_fc.weight, GPT2_STD)]
+        a, b = RATIONAL_INITS[ffn.act_in.init]
+        return [(ffn.c_fc.weight, 1.0 / math.sqrt(ffn.c_fc.in_features * rational_second_moment(torch.tensor(a), torch.tensor(b))))]
+    layers = [ffn.c_fc] + ([ffn.c_gate] if isinstance(ffn, SwiGLUFFN) else [])
+    if fc_init == "variance":
+        return [(lin.weight, 1.0 / math.sqrt(lin.in_features)) for lin in layers]
+    return [(lin.weight, GPT2_STD) for lin in layers] if fc_init == "gpt2" else []
 
 
 def edge_scores(layer: nn.Module) -> torch.Tensor:

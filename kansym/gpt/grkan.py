@@ -18,9 +18,12 @@ with KAT's degrees ``(m, n) = (5, 4)`` and 8 groups. The FFN is KAT's two GR-KAN
 
 Variance-preserving initialisation (KAT): a linear layer after a rational ``F`` gets
 weights ``N(0, 1 / (fan_in E[F(x)^2]))`` with ``x ~ N(0, 1)`` (the LayerNorm'd block
-input), so the hidden pre-activations have unit variance where ``F_2`` was fitted. The
-output projection keeps GPT-2's scaled residual init like every other FFN of the model
-(:class:`kansym.gpt.model.KANGPT`), so the residual stream starts as small as theirs.
+input), so the hidden pre-activations have unit variance where ``F_2`` was fitted. It is
+GR-KAN's default input-projection init here (``KANGPTConfig.fc_init``, set by
+:func:`kansym.gpt.ffn.input_projection_stds`; ``gpt2`` gives it GPT-2's ``N(0, 0.02^2)``
+instead). The output projection keeps GPT-2's scaled residual init like every other FFN
+of the model (:class:`kansym.gpt.model.KANGPT`), so the residual stream starts as small
+as theirs.
 
 SwiGLU (Shazeer 2020, "GLU Variants Improve Transformer", arXiv:2002.05202):
 ``W_2 (SiLU(W_1 x) * W_3 x)``, three ``C x h`` matrices.
@@ -36,7 +39,8 @@ from torch import nn
 
 from kansym.errors import ConfigError
 
-__all__ = ["RATIONAL_INITS", "GroupRational", "GRKANFFN", "SwiGLUFFN", "fit_rational", "rational_second_moment"]
+__all__ = ["RATIONAL_INITS", "GroupRational", "GRKANFFN", "SwiGLUFFN", "fit_rational", "gaussian_second_moment",
+           "rational_second_moment"]
 
 # (a_0..a_5, b_1..b_4) of F for (m, n) = (5, 4). "gelu": fit_rational(F.gelu, 5, 4) on [-3, 3]
 # (least squares in float64, max error 7.7e-4 there; KAT fits the same interval).
@@ -186,11 +190,16 @@ def fit_rational(fn, m: int = 5, n: int = 4, *, low: float = -3.0, high: float =
     return a, b, (_rational(x, a, b) - y).abs().max().item()
 
 
-def rational_second_moment(a: torch.Tensor, b: torch.Tensor, samples: int = 200_001) -> float:
-    """``E[F(x)^2]`` for ``x ~ N(0, 1)`` (midpoint quadrature on ``[-8, 8]``, float64)."""
+def gaussian_second_moment(fn, samples: int = 200_001) -> float:
+    """``E[fn(x)^2]`` for ``x ~ N(0, 1)`` (midpoint quadrature on ``[-8, 8]``, float64); ``fn`` maps tensors to tensors."""
     x = torch.linspace(-8.0, 8.0, samples, dtype=torch.float64)
     w = torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi) * (x[1] - x[0])
-    return float((w * _rational(x, a.double(), b.double()).pow(2)).sum())
+    return float((w * fn(x).pow(2)).sum())
+
+
+def rational_second_moment(a: torch.Tensor, b: torch.Tensor, samples: int = 200_001) -> float:
+    """``E[F(x)^2]`` for ``x ~ N(0, 1)`` of the rational with coefficients ``a``, ``b`` (:func:`gaussian_second_moment`)."""
+    return gaussian_second_moment(lambda x: _rational(x, a.double(), b.double()), samples)
 
 
 class GroupRational(nn.Module):
@@ -289,7 +298,7 @@ class GRKANFFN(nn.Module):
     Attributes
     ----------
     act_in : GroupRational (C channels, identity init)
-    c_fc : nn.Linear (C -> h); ``c_fc.init_std`` is its variance-preserving std
+    c_fc : nn.Linear (C -> h)
     act_hidden : GroupRational (h channels, GELU init)
     c_proj : nn.Linear (h -> C)
     """
@@ -304,8 +313,6 @@ class GRKANFFN(nn.Module):
         self.act_hidden = GroupRational(hidden, groups, degrees, init="gelu")
         self.c_proj = nn.Linear(hidden, n_embd, bias=bias)
         self.dropout = nn.Dropout(dropout)
-        a, b = RATIONAL_INITS["identity"]
-        self.c_fc.init_std = 1.0 / math.sqrt(n_embd * rational_second_moment(torch.tensor(a), torch.tensor(b)))
 
     @property
     def hidden(self) -> int:

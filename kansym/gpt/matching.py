@@ -6,7 +6,7 @@ from kansym.nn.bases import n_basis
 
 __all__ = ["KAN_KINDS", "match_ffn_hidden", "match_kan_hidden"]
 
-KAN_KINDS = ("kan", "kan-residual")  # the FFN kinds built from KAN layers (kansym.gpt.ffn.KANFFN)
+KAN_KINDS = ("kan", "kan-residual", "cheby")  # the FFN kinds built from KAN layers (kansym.gpt.ffn.KANFFN)
 
 
 def match_kan_hidden(
@@ -81,14 +81,15 @@ def match_ffn_hidden(
 
     Parameters
     ----------
-    kind : {"kan", "kan-residual", "swiglu", "grkan"}
+    kind : {"kan", "kan-residual", "cheby", "swiglu", "grkan"}
     n_embd, mlp_hidden : int
     bias : bool
         Whether the FFNs have biases.
     groups, degrees :
         Of the GR-KAN rationals.
     **kan :
-        ``basis``, ``grid_size``, ``degree``, ``rank`` for :func:`match_kan_hidden`.
+        ``basis``, ``grid_size``, ``degree``, ``rank`` for :func:`match_kan_hidden` (the caller
+        gives ``cheby`` the Chebyshev basis: :meth:`kansym.gpt.config.KANGPTConfig.basis_of`).
 
     Returns
     -------

@@ -18,7 +18,7 @@ from torch import nn
 
 from kansym.errors import CheckpointError, ConfigError
 from kansym.gpt.config import KANGPTConfig
-from kansym.gpt.ffn import KANFFN, build_ffn
+from kansym.gpt.ffn import GPT2_STD, KANFFN, build_ffn, input_projection_stds
 
 __all__ = ["CausalSelfAttention", "Block", "KANGPT"]
 
@@ -150,17 +150,21 @@ class KANGPT(nn.Module):
 
     @torch.no_grad()
     def _init_weights(self, gen: torch.Generator) -> None:
-        # GPT-2 init: N(0, 0.02), residual projections scaled by 1/sqrt(2 n_layer).
-        std_resid = 0.02 / math.sqrt(2 * self.config.n_layer)
+        # GPT-2 init: N(0, 0.02), residual projections scaled by 1/sqrt(2 n_layer); an FFN's input
+        # projection as config.fc_init says (kansym.gpt.ffn.input_projection_stds; GR-KAN: variance preserving)
+        std_resid = GPT2_STD / math.sqrt(2 * self.config.n_layer)
+        chosen = {id(w): (w, std) for b in self.blocks for w, std in input_projection_stds(b.ffn, self.config.fc_init)}
         for name, module in self.named_modules():
             if isinstance(module, nn.Linear) and module is not self.lm_head:
                 resid = name.endswith(("c_proj", "shortcut"))
-                std = getattr(module, "init_std", None) or (std_resid if resid else 0.02)  # GR-KAN: variance preserving
+                _, std = chosen.pop(id(module.weight), (None, std_resid if resid else GPT2_STD))
                 nn.init.normal_(module.weight, 0.0, std, generator=gen)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, 0.0, 0.02, generator=gen)
+                nn.init.normal_(module.weight, 0.0, GPT2_STD, generator=gen)
+        for weight, std in chosen.values():  # not an nn.Linear: a KAN layer's w_b
+            nn.init.normal_(weight, 0.0, std, generator=gen)
 
     @property
     def ffn_kinds(self) -> tuple[str, ...]:

@@ -60,3 +60,12 @@ def test_gpu_script_smoke_run_on_cpu(tmp_path):
 
     if not torch.cuda.is_available():
         assert gpt_gpu.main(["--text", str(text)]) == 2  # the default device is cuda: a one-line refusal
+
+
+def test_arm_names_carry_the_ffn_the_rank_and_the_input_init():
+    assert bench_gpt.arm("grkan-gpt2") == {"ffn": "grkan", "fc_init": "gpt2"}
+    assert bench_gpt.arm("swiglu-vp") == {"ffn": "swiglu", "fc_init": "variance"}
+    assert bench_gpt.arm("kan-r16-vp") == {"ffn": "kan", "kan_rank": 16, "fc_init": "variance"}
+    assert bench_gpt.arm("cheby") == {"ffn": "cheby"}
+    with pytest.raises(KeyError):
+        bench_gpt.arm("cheby-he")
