@@ -101,6 +101,7 @@ class Equation:
     highs: tuple[float, ...]
     units: tuple[str, ...] = ()  # one per variable (``v1_units``, ...), empty if the CSV has none
     output_units: str | None = None
+    half: str = ""  # the half it belongs to when its source fixes one (bench/random_laws.py); else half_of(id)
 
     def truth(self) -> sympy.Expr:
         """The law as sympy, every variable an explicit real Symbol (``I``, ``gamma``,
@@ -254,7 +255,7 @@ def run_method(method: str, eq: Equation, args: argparse.Namespace) -> dict:
 
 def _run_info(eq: Equation, method: str, args: argparse.Namespace) -> dict:
     """What every row says about the run it belongs to."""
-    return {"id": eq.id, "method": method, "half": half_of(eq.id), "noise": args.noise, "units_given": args.units}
+    return {"id": eq.id, "method": method, "half": eq.half or half_of(eq.id), "noise": args.noise, "units_given": args.units}
 
 
 def _worker(eq: Equation, args: argparse.Namespace, conn, method: str = "kansym") -> None:
