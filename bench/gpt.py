@@ -270,6 +270,51 @@ def paired_summary(rows: list[dict], key: str = "val_loss", baseline: str | None
     return "\n".join(lines)
 
 
+def contrasts(rows: list[dict], spec: str, key: str = "val_loss") -> str:
+    """Paired differences between any arms, and differences of differences, with 95 % t intervals over seeds.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of :func:`run_one` (``model``, ``seed``, ``key``).
+    spec : str
+        Comma-separated contrasts: ``A:B`` is ``A - B`` per seed (e.g. ``grkan:grkan-gpt2``, the init's
+        effect within GR-KAN); ``A:B:C:D`` is ``(A - B) - (C - D)`` per seed (an interaction, e.g.
+        ``grkan:grkan-gpt2:swiglu-vp:swiglu``, whether the init helps GR-KAN more than SwiGLU). Only
+        seeds with every arm named count.
+    key : str
+        The measurement compared.
+
+    Returns
+    -------
+    str
+        One line per contrast.
+
+    Raises
+    ------
+    ValueError
+        For a malformed contrast.
+    """
+    val = {(r["model"], r["seed"]): r[key] for r in rows}
+    seeds = sorted({r["seed"] for r in rows})
+    lines = []
+    for item in (c.strip() for c in spec.split(",") if c.strip()):
+        arms = item.split(":")
+        if len(arms) not in (2, 4) or not all(arms):
+            raise ValueError(f"a contrast is A:B or A:B:C:D, got {item!r}")
+        pairs = [arms[:2], arms[2:]] if len(arms) == 4 else [arms]
+        ok = [s for s in seeds if all((a, s) in val for a in arms)]
+        d = [sum(sign * (val[(a, s)] - val[(b, s)]) for sign, (a, b) in zip((1, -1), pairs)) for s in ok]
+        name = " - ".join(f"({a} - {b})" if len(pairs) > 1 else f"{a} - {b}" for a, b in pairs)
+        if not d:
+            lines.append(f"{key}: {name}: no seed has every arm")
+            continue
+        mean, lo, hi = paired_interval(d)
+        ci = f"95 % CI [{lo:+.4f}, {hi:+.4f}] (t, {len(d) - 1} dof)" if len(d) > 1 else "no interval from one seed"
+        lines.append(f"{key}: {name} over {len(d)} seeds: mean {mean:+.4f}, {ci}")
+    return "\n".join(lines)
+
+
 def overview(rows: list[dict], baseline: str | None = None) -> str:
     """One row per model, means over seeds, with the paired differences against the baseline.
 
@@ -341,12 +386,14 @@ def plot_curves(rows: list[dict], path: str | Path) -> Path:
     return path
 
 
-def summarize(rows: list[dict], step_ratio: str | None = None, baseline: str | None = None) -> str:
+def summarize(rows: list[dict], step_ratio: str | None = None, baseline: str | None = None,
+              contrast: str | None = None) -> str:
     """Overview, per-seed tables and the paired summaries of ``rows`` (see :func:`paired_summary`).
 
     ``step_ratio`` (``"kan=1.5,grkan=1.2"``, step time relative to the baseline) adds
     ``ratio_time_val_loss``: each model's val loss at iteration ``iters / ratio`` of its own
     curve, the baseline's at ``iters`` (equal wall time when the step times have that ratio).
+    ``contrast`` adds :func:`contrasts` at equal iterations (and, with ``step_ratio``, at equal wall time).
     """
     base = baseline_of(rows, baseline)
     seeds = sorted({r["seed"] for r in rows})
@@ -362,6 +409,10 @@ def summarize(rows: list[dict], step_ratio: str | None = None, baseline: str | N
         for r in rows:
             r["ratio_time_val_loss"] = loss_at_iter(r["curve"], r["iters"] / ratios[r["model"]])
         md += "\n\n" + paired_summary(rows, "ratio_time_val_loss", base)
+    if contrast:
+        md += "\n\n" + contrasts(rows, contrast)
+        if step_ratio:
+            md += "\n" + contrasts(rows, contrast, "ratio_time_val_loss")
     return md
 
 
@@ -390,6 +441,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--step-ratio", default=None, metavar="MODEL=R,...",
                    help="With --summarize: also compare at equal wall time from these step-time ratios to the baseline "
                         "(e.g. from --time-steps): model M is read on its own curve at max_iters / R.")
+    p.add_argument("--contrast", default=None, metavar="A:B[:C:D],...",
+                   help="With --summarize: paired differences A - B, or differences of them (A - B) - (C - D), over seeds.")
     p.add_argument("--baseline", default=None, help="Arm the paired differences are taken against [default: swiglu if run, else mlp].")
     p.add_argument("--plot", default=None, metavar="PNG", help="Also write the val-loss curves (against iterations and seconds) here.")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
@@ -409,7 +462,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.summarize:
         rows = [json.loads(line) for line in Path(args.summarize).read_text().splitlines() if line.strip()]
-        print(summarize(rows, args.step_ratio, args.baseline))
+        print(summarize(rows, args.step_ratio, args.baseline, args.contrast))
         if args.plot:
             print(f"curves: {plot_curves(rows, args.plot)}")
         return

@@ -69,3 +69,17 @@ def test_arm_names_carry_the_ffn_the_rank_and_the_input_init():
     assert bench_gpt.arm("cheby") == {"ffn": "cheby"}
     with pytest.raises(KeyError):
         bench_gpt.arm("cheby-he")
+
+
+def test_contrasts_are_paired_differences_and_differences_of_differences():
+    rows = [row("swiglu", s, 1.75 + 0.01 * s, 10.0) for s in range(3)]
+    rows += [row("swiglu-vp", s, 1.70 + 0.01 * s, 10.0) for s in range(3)]  # init: -0.05 every seed
+    rows += [row("grkan-gpt2", s, 1.76 + 0.01 * s, 10.0) for s in range(3)]
+    rows += [row("grkan", s, 1.68 + 0.01 * s + 0.001 * s, 10.0) for s in range(3)]  # init: -0.08, -0.079, -0.078
+    text = bench_gpt.contrasts(rows, "grkan:grkan-gpt2,grkan:grkan-gpt2:swiglu-vp:swiglu")
+    first, second = text.splitlines()
+    # -0.08, -0.079, -0.078: mean -0.079, sd 0.001, t(0.975, 2) = 4.303 -> half-width 0.0025
+    assert first == "val_loss: grkan - grkan-gpt2 over 3 seeds: mean -0.0790, 95 % CI [-0.0815, -0.0765] (t, 2 dof)"
+    assert second.startswith("val_loss: (grkan - grkan-gpt2) - (swiglu-vp - swiglu) over 3 seeds: mean -0.0290, ")
+    with pytest.raises(ValueError, match="A:B or A:B:C:D"):
+        bench_gpt.contrasts(rows, "grkan:swiglu:kan")
