@@ -2,8 +2,9 @@
 
 The recipe (Karpathy's nanoGPT ``config/train_shakespeare_char.py``): 6 layers, 6 heads,
 n_embd 384, block 256, batch 64, lr 1e-3 (warm-up 100, cosine to 1e-4), beta2 0.99,
-dropout 0.2; every FFN arm parameter-matched to the GELU MLP (``mlp``, ``swiglu``,
-``kan``, ``grkan``, or a comma-separated per-layer list). bf16 autocast and
+dropout 0.2; every FFN arm parameter-matched to the GELU MLP (an arm of bench/gpt.py:
+``mlp``, ``swiglu``, ``kan``, ``cheby``, ``grkan``, ``kan-rR``, with an init suffix ``-vp`` or
+``-gpt2`` such as ``swiglu-vp``; or a per-layer list of FFN kinds). bf16 autocast and
 ``torch.compile`` are on (``--no-compile`` / ``--no-amp`` turn them off).
 
 Equal wall time: each arm first runs ``--probe-iters`` steps (compilation and warm-up
@@ -17,7 +18,7 @@ first step holds it), peak CUDA memory.
 
 Usage, on a CUDA machine from the repository root (about 4 x (budget + 2 min))::
 
-    python bench/gpt_gpu.py --out gpt_gpu.json                 # mlp, swiglu, kan, grkan; 120 s each
+    python bench/gpt_gpu.py --out gpt_gpu.json                 # mlp, swiglu, swiglu-vp, kan, cheby, grkan; 120 s each
     python bench/gpt_gpu.py --models mlp,grkan --budget-s 60   # fewer arms, shorter
     python bench/gpt_gpu.py --smoke --device cpu --no-compile  # a tiny config: the script runs (seconds)
 
@@ -36,6 +37,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parent))
+
+from gpt import arm  # noqa: E402  (bench/gpt.py's arm names)
 
 from kansym.gpt.config import GPTTrainConfig, KANGPTConfig  # noqa: E402
 from kansym.gpt.model import KANGPT  # noqa: E402
@@ -45,10 +49,18 @@ RECIPE = dict(n_layer=6, n_head=6, n_embd=384, block_size=256, dropout=0.2)
 SMOKE = dict(n_layer=2, n_head=2, n_embd=32, block_size=32, dropout=0.0)
 
 
+def arm_fields(name: str) -> dict:
+    """KANGPTConfig fields of an arm: a bench/gpt.py arm name (:func:`gpt.arm`), else a per-layer FFN list."""
+    try:
+        return arm(name)
+    except KeyError:
+        return {"ffn": name}
+
+
 def run_arm(ffn: str, args: argparse.Namespace, work: Path) -> dict:
     """Probe the step time of one arm, then train it for the budget; return its measurements."""
     shape = SMOKE if args.smoke else RECIPE
-    model_config = KANGPTConfig(**shape, ffn=ffn, seed=args.seed)
+    model_config = KANGPTConfig(**shape, **arm_fields(ffn), seed=args.seed)
     batch = 4 if args.smoke else args.batch_size
     common = dict(batch_size=batch, lr=1e-3, min_lr=1e-4, beta2=0.99, seed=args.seed, device=args.device,
                   amp=not args.no_amp, compile=not args.no_compile)
@@ -106,8 +118,8 @@ def table(rows: list[dict], budget_s: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--text", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "shakespeare.txt"))
-    p.add_argument("--models", default="mlp,swiglu,kan,grkan",
-                   help="Comma-separated FFN kinds; or arms separated by ';', each a kind or a per-layer list (mlp,kan,...).")
+    p.add_argument("--models", default="mlp,swiglu,swiglu-vp,kan,cheby,grkan",
+                   help="Comma-separated arms (bench/gpt.py's names); or arms separated by ';', each an arm or a per-layer list (mlp,kan,...).")
     p.add_argument("--device", default="cuda")
     p.add_argument("--budget-s", type=float, default=120.0, help="Training seconds per arm (equal wall time).")
     p.add_argument("--probe-iters", type=int, default=60, help="Steps of the step-time probe (compilation included).")

@@ -50,10 +50,10 @@ def test_gpu_script_smoke_run_on_cpu(tmp_path):
     text = tmp_path / "t.txt"
     text.write_text(TEXT * 3, encoding="utf-8")
     out = tmp_path / "gpu.json"
-    assert gpt_gpu.main(["--smoke", "--device", "cpu", "--no-compile", "--models", "swiglu,grkan", "--budget-s", "1",
+    assert gpt_gpu.main(["--smoke", "--device", "cpu", "--no-compile", "--models", "swiglu,grkan-gpt2", "--budget-s", "1",
                          "--text", str(text), "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
-    assert [r["ffn"] for r in rows] == ["swiglu", "grkan"]
+    assert [r["ffn"] for r in rows] == ["swiglu", "grkan-gpt2"]  # bench/gpt.py arm names, init suffix included
     for r in rows:
         assert r["iters"] >= 10 and r["val_loss"] < 4.0 and r["tokens_per_s"] > 0 and r["smoke"]
     import torch
