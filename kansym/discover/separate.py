@@ -110,9 +110,10 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
     deadline : kansym.deadline.Deadline, optional
         Once it has expired no piece starts and the decomposition gives None.
     avoid : frozenset of str
-        Splits not taken at the top (the pieces may take them): ``"sum"``, ``"product"``,
-        ``"symmetry"``, ``"offset"`` (a product with a fitted offset), ``"transform"``
-        (:func:`split_kind`): the structure search's second try after the data rejected the first.
+        Splits not taken at the top, nor at the top of a symmetry reduction of it (the pieces
+        may take them): ``"sum"``, ``"product"``, ``"symmetry"``, ``"offset"`` (a product with a
+        fitted offset), ``"transform"`` (:func:`split_kind`): the structure search's second try
+        after the data rejected the first.
     """
     if time_is_up(deadline):
         return None
@@ -132,7 +133,7 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
         # a symmetry before a product with a fitted offset: the symmetry leaves nothing out, the
         # offset bends the test its way (sqrt(a^2 + b^2) passed as c - g(a) h(b) at the oracle's error)
         reduced = None if "symmetry" in avoid else _by_symmetry(f, z, symbols, eps, complexity_weight, seed,
-                                                                 _depth, deadline)
+                                                                 _depth, deadline, avoid)
         if reduced is not None:
             return reduced
         offset, graph, _ = best_offset(values, eps, d)
@@ -225,14 +226,19 @@ def _by_transform(f, z, symbols, eps, complexity_weight, seed, depth, deadline):
     return None
 
 
-def _by_symmetry(f, z, symbols, eps, complexity_weight, seed, depth, deadline):
-    """Two inputs through one combination (:mod:`kansym.discover.symmetry`): one input fewer."""
+def _by_symmetry(f, z, symbols, eps, complexity_weight, seed, depth, deadline, avoid=frozenset()):
+    """Two inputs through one combination (:mod:`kansym.discover.symmetry`): one input fewer.
+
+    The reduced function is ``f`` itself in fewer variables, not a piece of it: a split the
+    data rejected at the top stays avoided there (``1 / (exp(h w / (k T)) - 1)`` reduced by
+    ``T / h`` and ``k T / h`` is again a near-product of ``w`` and ``k T / h``).
+    """
     sym = find_symmetry(f, z, eps, seed=seed)
     if sym is None:
         return None
     g, z_red, s_red, w, w_expr = reduced_problem(f, z, symbols, sym)
     solved = decompose(g, z_red, s_red, eps, complexity_weight=complexity_weight, seed=seed, deadline=deadline,
-                       _depth=depth + 1)
+                       avoid=avoid, _depth=depth + 1)
     if solved is None:
         return None
     names = tuple(s.name for s in symbols)
