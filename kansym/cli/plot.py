@@ -82,7 +82,7 @@ def _report_formula(bundle, record, front: bool, x, y):
 
     if record is not None:
         formula = record.expr(bundle.input_names, positive=bundle.transform.log_space)
-        tried = record.pareto or None  # the fit's own front, with its answer marked
+        tried = record.formula(bundle.input_names).front or None  # the fit's own front (parsed), its answer marked
     else:
         formula = symbolify_bundle(bundle, DiscoverConfig(), x, y)[1][0].expr
         tried = None

@@ -15,6 +15,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from kansym.errors import CheckpointError
+
 __all__ = ["reduction_meta", "model_columns", "model_target", "group_inputs", "predict_columns",
            "outside_training_range"]
 
@@ -50,8 +52,37 @@ def reduction_meta(reduction: Any, target: str) -> dict:
 
 
 def _reduction(bundle: Any) -> Mapping | None:
+    """The checkpoint's reduction, checked against its inputs; None for a model of the columns.
+
+    Raises
+    ------
+    CheckpointError
+        A reduction that is not what :func:`reduction_meta` writes: no list of column names, no
+        target name, a model input without its integer exponents (one per column), or a monomial
+        exponent that is not a fraction of a listed column.
+    """
     red = bundle.meta.get("reduction")
-    return red if isinstance(red, Mapping) and "exponents" in red else None
+    if not (isinstance(red, Mapping) and "exponents" in red):
+        return None
+    columns, exponents, p = red.get("columns"), red.get("exponents"), red.get("p", {})
+    ok = (isinstance(columns, list) and columns and all(isinstance(c, str) and c for c in columns)
+          and isinstance(red.get("target"), str) and isinstance(exponents, Mapping) and isinstance(p, Mapping)
+          and all(isinstance(exponents.get(g), list) and len(exponents[g]) == len(columns)
+                  and all(isinstance(e, int) and not isinstance(e, bool) for e in exponents[g])
+                  for g in bundle.input_names)
+          and all(c in columns and isinstance(v, str) and _is_fraction(v) for c, v in p.items()))
+    if not ok:
+        raise CheckpointError("the checkpoint's dimensional reduction (meta 'reduction') does not match its inputs; "
+                              "use the checkpoint kansym fit --units wrote")
+    return red
+
+
+def _is_fraction(text: str) -> bool:
+    try:
+        Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        return False
+    return len(text) <= 40
 
 
 def model_columns(bundle: Any) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ import numpy as np
 import sympy
 
 from kansym.errors import DataError
+from kansym.symbolic.parse import parse_formula
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +66,9 @@ def parse_unit(text: str) -> dict[str, Fraction]:
     if not _ALLOWED.match(body):
         raise DataError(f"cannot read the unit {raw!r}: use a product of powers like kg*m/s^2 or m^1 * s^(-2)")
     local = {name: sympy.Symbol(name, positive=True) for name in set(_IDENT.findall(body))}
-    try:
-        expr = sympy.parse_expr(body.replace("^", "**"), local_dict=local, evaluate=True)
-    except Exception:  # sympy raises SyntaxError, TokenError, TypeError, ...
+    try:  # the one safe parser: a units file is shared like a table, and parse_expr would run its text
+        expr = parse_formula(body.replace("^", "**"), local)
+    except DataError:
         raise DataError(f"cannot read the unit {raw!r}: not a product of powers like kg*m/s^2 or m^1 * s^(-2)") from None
     out: dict[str, Fraction] = {}
     for base, exp in sympy.sympify(expr).as_powers_dict().items():

@@ -102,23 +102,31 @@ def read_json(path: str | os.PathLike[str]) -> nx.DiGraph:
     path = Path(path)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        nodes, edges = doc["nodes"], doc["edges"]
+        return _graph(doc)
     except FileNotFoundError as exc:
         raise DataError(f"graph file '{path}' does not exist; check the path.") from exc
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DataError(
             f"'{path}' is not a node-link JSON graph; write it with kansym.graph.io.write_json."
         ) from exc
-    G = nx.DiGraph(**doc.get("graph", {}))
+
+
+def _graph(doc: Any) -> nx.DiGraph:
+    """The graph of a node-link document: its attributes are data (strings stay strings; nothing is
+    parsed or evaluated). Raises KeyError, TypeError or ValueError on anything else."""
+    attrs, nodes, edges = doc.get("graph", {}), doc["nodes"], doc["edges"]
+    if not (isinstance(attrs, dict) and isinstance(nodes, list) and isinstance(edges, list)):
+        raise TypeError("graph, nodes and edges must be an object and two lists")
+    G = nx.DiGraph(**{str(k): value for k, value in attrs.items()})
     for rec in nodes:
         rec = dict(rec)
-        G.add_node(parse_node_key(str(rec.pop("id"))), **rec)
+        G.add_node(parse_node_key(str(rec.pop("id"))), **{str(k): value for k, value in rec.items()})
     for rec in edges:
         rec = dict(rec)
         u, v = parse_node_key(str(rec.pop("source"))), parse_node_key(str(rec.pop("target")))
         if isinstance(rec.get("id"), list):
             rec["id"] = tuple(rec["id"])
-        G.add_edge(u, v, **rec)
+        G.add_edge(u, v, **{str(k): value for k, value in rec.items()})
     return G
 
 

@@ -83,11 +83,13 @@ def plot_report(
         :meth:`kansym.discover.record.FormulaRecord.expr`).
     front : sequence of FrontEntry, Candidate or dict, optional
         Either the pipeline's final front (:attr:`kansym.discover.result.Formula.front`, or
-        ``formula.json``'s ``pareto``: entries with ``chosen``; the answer starred) or the
-        Occam step's candidates (:func:`kansym.discover.symbolify.occam_candidates`, or ``formula.json``'s
-        ``candidates``: entries with ``accepted``; its last accepted one starred as "Occam
-        step's choice", which refinement may still change). Drawn as expression
-        complexity vs error with the Pareto front.
+        that of a record read back, :meth:`kansym.discover.record.FormulaRecord.formula`:
+        entries with ``chosen``; the answer starred) or the Occam step's candidates
+        (:func:`kansym.discover.symbolify.occam_candidates`: entries with ``accepted``; its last
+        accepted one starred as "Occam step's choice", which refinement may still change).
+        Drawn as expression complexity vs error with the Pareto front. Dict entries (with
+        ``complexity``, ``error`` and the flag) are drawn at their stored complexity: their
+        formula text is never parsed.
     x, y : ndarray, optional
         CSV-unit rows ``(N, d_in)``, ``(N, d_out)`` (default: the calibration rows).
     output : int
@@ -103,7 +105,7 @@ def plot_report(
         If ``output`` is not an output of the model, or the formula fails on the data.
     """
     from kansym.plot._mpl import new_figure
-    from kansym.symbolic.compose import input_symbols, lambdify_formula
+    from kansym.symbolic.compose import formula_values, input_symbols
     from kansym.symbolic.verify import r2_score
 
     if not 0 <= output < len(bundle.output_names):
@@ -111,8 +113,7 @@ def plot_report(
     x = bundle.x_cal if x is None else x
     y = bundle.y_cal if y is None else y
     symbols = input_symbols(bundle.input_names, positive=bundle.transform.log_space)
-    with np.errstate(all="ignore"):
-        f_pred = np.broadcast_to(np.asarray(lambdify_formula(formula, symbols)(x), dtype=float), (x.shape[0],))
+    f_pred = formula_values(formula, symbols, x)
     m_pred = bundle.predict(x)[:, output]
     obs = y[:, output]
     log = bool(bundle.transform.log_space) and bool(np.all(obs > 0))
@@ -157,16 +158,15 @@ def _short(expr: Any, limit: int = 110) -> str:
 
 def _complexity(entry: Any, get: Any) -> float:
     """The entry's expression-tree complexity (:func:`kansym.symbolic.pareto.expression_complexity`, the measure
-    of the CLI's Pareto front), or its stored ``complexity`` when it carries no readable expression."""
-    import sympy
-
+    of the CLI's Pareto front) when it carries an expression, else its stored ``complexity``. A dict's formula
+    text is never parsed here (``sympify`` of a string runs Python): :mod:`kansym.discover.record` parses a
+    record's formulas, and its entries come here as expressions."""
     from kansym.symbolic.pareto import expression_complexity
 
-    try:
-        expr = entry["sympy"] if isinstance(entry, Mapping) else entry.expr
-        return float(expression_complexity(expr))
-    except (KeyError, AttributeError, TypeError, ValueError, SyntaxError, sympy.SympifyError):
+    expr = None if isinstance(entry, Mapping) else getattr(entry, "expr", None)
+    if expr is None or isinstance(expr, str):
         return float(get(entry, "complexity"))
+    return float(expression_complexity(expr))
 
 
 def _flag(entry: Any, key: str) -> bool | None:

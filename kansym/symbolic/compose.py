@@ -22,6 +22,7 @@ import sympy
 import torch
 
 from kansym.deadline import Deadline, time_is_up
+from kansym.errors import DataError
 from kansym.nn.kan import KAN
 from kansym.symbolic.reproducible import stable_lambdify
 from kansym.symbolic.fit import EdgeFit, select_edge_fit
@@ -29,7 +30,7 @@ from kansym.symbolic.library import Primitive, get_library
 from kansym.symbolic.numeric import numeric_edge
 from kansym.io.transform import DataTransform
 
-__all__ = ["SymbolicKAN", "symbolify", "input_symbols"]
+__all__ = ["SymbolicKAN", "symbolify", "input_symbols", "lambdify_formula", "formula_values"]
 
 log = logging.getLogger("kansym")
 
@@ -288,3 +289,22 @@ def lambdify_formula(expr: sympy.Expr, symbols: Sequence[sympy.Symbol]) -> Calla
         return np.broadcast_to(np.asarray(out, dtype=float), (x.shape[0],)).copy()
 
     return call
+
+
+def formula_values(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, what: str = "the formula") -> np.ndarray:
+    """The formula on rows ``x (N, d)`` (columns ordered like ``symbols``) -> ``(N,)``, numpy's
+    warnings silenced (a value outside the formula's domain is NaN or inf, for the caller to report).
+
+    Raises
+    ------
+    DataError
+        ``expr`` cannot be evaluated at all: an opaque ``phi_l_i_j`` without its numeric curve,
+        a number numpy cannot hold (an integer of hundreds of digits), code too deep to compile.
+    """
+    try:
+        with np.errstate(all="ignore"):
+            return lambdify_formula(expr, symbols)(np.asarray(x, dtype=np.float64))
+    except (TypeError, ValueError, ArithmeticError, NameError, RecursionError, MemoryError, SyntaxError) as exc:
+        detail = " ".join(str(exc).split())[:100]
+        raise DataError(f"{what} cannot be evaluated with numpy ({type(exc).__name__}: {detail}); "
+                        "pass a formula that kansym wrote") from None

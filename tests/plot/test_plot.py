@@ -202,20 +202,26 @@ def test_report_front_uses_the_expression_complexity_of_the_cli_pareto_front():
 
     from kansym.symbolic.pareto import expression_complexity
 
+    from types import SimpleNamespace
+
     bundle = make_bundle()
     a, b = sympy.symbols("x0 x1", real=True)
-    # formula.json candidates: an edge-complexity sum and the expression; the panel plots the latter
-    front = [{"sympy": "exp(x1**2 + sin(pi*x0))", "complexity": 7, "error": 0.01, "accepted": True},
-             {"sympy": "1.3*x0 + 2.1", "complexity": 2, "error": 0.5, "accepted": False},
-             {"complexity": 4, "error": 0.2, "accepted": False}]  # no expression: its stored complexity
+    # Occam candidates: an edge-complexity sum and the expression; the panel plots the latter
+    front = [SimpleNamespace(expr=sympy.exp(b**2 + sympy.sin(sympy.pi * a)), complexity=7, error=0.01, accepted=True),
+             SimpleNamespace(expr=1.3 * a + 2.1, complexity=2, error=0.5, accepted=False),
+             {"complexity": 4, "error": 0.2, "accepted": False},  # no expression: its stored complexity
+             {"sympy": "__import__('os').getpid()", "complexity": 5, "error": 0.3, "accepted": False}]  # text: never parsed
     r = plot_report(bundle, sympy.sin(sympy.pi * a) + b**2, front=front)
     panel = next(ax for ax in r.figure.axes if ax.get_title() == "formulas tried")
     xs = panel.collections[0].get_offsets()[:, 0].tolist()
-    assert xs == [expression_complexity(sympy.sympify("exp(x1**2 + sin(pi*x0))")), 7.0, 4.0]
+    assert xs == [expression_complexity(sympy.exp(b**2 + sympy.sin(sympy.pi * a))), expression_complexity(1.3 * a + 2.1),
+                  4.0, 5.0]
     assert panel.get_xlabel() == "complexity (expression nodes)"
 
 
 def test_report_front_stars_the_answer_of_the_final_front_and_names_the_occam_choice_otherwise():
+    from types import SimpleNamespace
+
     import sympy
 
     bundle = make_bundle()
@@ -229,9 +235,9 @@ def test_report_front_stars_the_answer_of_the_final_front_and_names_the_occam_ch
     star = next(c for c in panel.collections if c.get_label() == "chosen")
     assert star.get_offsets()[0].tolist() == [8.0, 1e-6]
     # the Occam step's candidates: its last accepted formula, under that name
-    occam = [{"sympy": "x0 + x1", "complexity": 2, "error": 0.3, "accepted": True},
-             {"sympy": "sin(pi*x0) + x1**2", "complexity": 4, "error": 1e-6, "accepted": True},
-             {"sympy": "x0", "complexity": 1, "error": 0.9, "accepted": False}]
+    occam = [SimpleNamespace(expr=a + b, complexity=2, error=0.3, accepted=True),
+             SimpleNamespace(expr=formula, complexity=4, error=1e-6, accepted=True),
+             SimpleNamespace(expr=a, complexity=1, error=0.9, accepted=False)]
     r = plot_report(bundle, formula, front=occam)
     panel = next(ax for ax in r.figure.axes if ax.get_title() == "formulas tried")
     star = next(c for c in panel.collections if c.get_label() == "Occam step's choice")
@@ -280,7 +286,7 @@ def test_bad_requests_are_one_line_errors(runner, ckpt, tmp_path):
     _one_line_error(runner.invoke(cli, ["plot", pt, "-o", str(foreign)]), "--force")
     assert foreign.read_bytes() == b"\x89PNG not ours"
     wrong = tmp_path / "wrong.json"
-    wrong.write_text(json.dumps({"format": "kansym-formula", "target": "y", "sympy": "0", "edges": [],
+    wrong.write_text(json.dumps({"format": "kansym-formula", "target": "y", "inputs": ["x0", "x1"], "sympy": "0", "edges": [],
                                  "width_pruned": [2, 5, 1]}))
     _one_line_error(runner.invoke(cli, ["plot", pt, "--fits", str(wrong), "-o", str(tmp_path / "b.png")]), "width")
     assert not (tmp_path / "a.png").exists() and not (tmp_path / "b.png").exists()

@@ -10,12 +10,14 @@ from typing import Any, Sequence
 
 import numpy as np
 import sympy
+from sympy.core.function import AppliedUndef
 
 from kansym.discover.result import ClosedForm, Formula
 from kansym.errors import ConfigError, DataError, KansymError
 from kansym.graph.build import edge_exists
-from kansym.symbolic.compose import input_symbols, lambdify_formula
+from kansym.symbolic.compose import formula_values, input_symbols
 from kansym.symbolic.fit import EdgeFit
+from kansym.symbolic.numeric import NumericEdge
 from kansym.symbolic.parse import parse_formula
 from kansym.symbolic.pareto import FrontEntry
 from kansym.symbolic.verify import Fidelity
@@ -42,20 +44,58 @@ class FormulaRecord:
 
     @property
     def target(self) -> str:
-        return str(self.data.get("target", ""))
+        """The predicted column.
+
+        Raises
+        ------
+        DataError
+            A ``target`` that is not a column name (a non-empty string).
+        """
+        given = self.data.get("target")
+        if not (isinstance(given, str) and given):
+            raise DataError(f"{self.source} has no 'target' column name; pass the formula.json that kansym wrote")
+        return given
 
     @property
     def inputs(self) -> tuple[str, ...]:
-        return tuple(str(n) for n in self.data.get("inputs", ()))
+        """The input columns (the formula's variables), in order.
+
+        Raises
+        ------
+        DataError
+            No ``inputs`` list of distinct column names (strings).
+        """
+        given = self.data.get("inputs")
+        if not (isinstance(given, list) and given and all(isinstance(n, str) and n for n in given)
+                and len(set(given)) == len(given)):
+            raise DataError(f"{self.source} has no 'inputs' list of distinct column names (the formula's variables); "
+                            "pass the formula.json that kansym wrote")
+        return tuple(given)
 
     @property
     def pareto(self) -> list[dict]:
-        """The Pareto front entries (``sympy``, ``complexity``, ``r2``, ``error``, ``chosen``)."""
-        return [dict(e) for e in self.data.get("pareto", [])]
+        """The Pareto front entries as stored (``sympy`` text, ``complexity``, ``r2``, ``error``,
+        ``chosen``); :meth:`formula`'s ``front`` holds them parsed."""
+        return self._entries("pareto")
 
     @property
     def numeric_edges(self) -> tuple[str, ...]:
-        return tuple(self.data.get("numeric_edges", ()))
+        """Names of the edges the formula keeps numeric (``phi_l_i_j``)."""
+        given = self.data.get("numeric_edges") or []
+        if not (isinstance(given, list) and all(isinstance(n, str) for n in given)):
+            raise DataError(f"{self.source} has a 'numeric_edges' entry that is not a list of edge names; "
+                            "pass the formula.json that kansym wrote")
+        return tuple(given)
+
+    def curves(self) -> dict[str, NumericEdge]:
+        """The numeric curve of each ``phi_l_i_j`` the record holds (its ``edges`` of primitive ``numeric``).
+
+        Raises
+        ------
+        DataError
+            Unreadable edge entries.
+        """
+        return {fit.name: fit for fit in self.edge_fits().values() if isinstance(fit, NumericEdge)}
 
     @property
     def identifier_map(self) -> dict[str, str]:
@@ -103,8 +143,17 @@ class FormulaRecord:
         Raises
         ------
         DataError
-            A formula or Pareto entry that does not parse.
+            A formula or Pareto entry that does not parse, or a field of the wrong type.
         """
+        try:
+            return self._formula(names)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            if isinstance(exc, DataError):
+                raise
+            raise DataError(f"{self.source} has an unreadable field ({type(exc).__name__}: {str(exc)[:80]}); "
+                            "pass the formula.json that kansym wrote") from None
+
+    def _formula(self, names: Sequence[str] | None) -> Formula:
         d = self.data
         symbols = tuple(self.symbols(names))
         expr = self.expr(names)
@@ -119,21 +168,71 @@ class FormulaRecord:
         closed = None if not cf else ClosedForm(self._parse(cf.get("sympy", ""), symbols),
                                                 float(cf.get("r2_test", nan)), int(cf.get("complexity", 0)),
                                                 str(cf.get("origin", "kan")))
+        structure = d.get("structure")
+        if structure is not None and not isinstance(structure, dict):
+            raise TypeError("'structure' is neither an object nor null")
         return Formula(expr=expr, raw=raw, symbols=symbols, fidelity=fid, target=self.target,
                        r2_test=float(d.get("r2_test", nan)), r2_model_test=float(d.get("r2_model_test", nan)),
                        n_test=int(d.get("n_test", 0)), front=front, origin=str(d.get("origin", "kan")),
-                       reason=str(d.get("reason", "")), closed_form=closed, structure=d.get("structure"),
+                       reason=str(d.get("reason", "")), closed_form=closed, structure=structure,
                        r2_reference_test=float(nan if d.get("r2_reference_test") is None else d["r2_reference_test"]),
                        r2_residual=float(nan if d.get("r2_residual") is None else d["r2_residual"]))
+
+    def check(self) -> "FormulaRecord":
+        """Read every field of the record that becomes a value, once (:func:`read_record` calls it).
+
+        The names (``target``, ``inputs``, ``symbols``), every formula string (``sympy``,
+        ``raw_sympy``, ``closed_form``, each ``pareto`` and ``candidates`` entry: the safe parser,
+        :func:`kansym.symbolic.parse.parse_formula`), the numbers beside them and the edge fits,
+        so that a broken or hostile record is refused when it is read, by every command alike.
+        ``latex``, ``python``, ``reason`` and ``warning`` are text to show; nothing parses them.
+
+        Raises
+        ------
+        DataError
+            The first field that is not what kansym writes (one sentence naming it); a formula
+            that uses an opaque ``phi_l_i_j`` whose numeric curve the record does not hold.
+        """
+        self.edge_fits()
+        formula = self.formula()
+        for entry in self._entries("candidates"):
+            self._parse(entry.get("sympy"), formula.symbols)
+        opaque = formula.expr.atoms(AppliedUndef) | formula.raw.atoms(AppliedUndef)
+        missing = sorted({f.func.__name__ for f in opaque if not hasattr(f.func, "_imp_")})
+        if missing:
+            raise DataError(f"the formula of {self.source} uses {', '.join(missing)}, a numeric edge whose curve the "
+                            "record does not hold (no 'edges' entry of that name); pass the formula.json that kansym "
+                            "wrote")
+        return self
+
+    def _entries(self, key: str) -> list[dict]:
+        """The list of objects under ``key`` (``pareto``, ``candidates``); empty when absent.
+
+        Raises
+        ------
+        DataError
+            ``key`` holds something else.
+        """
+        given = self.data.get(key) or []
+        if not (isinstance(given, list) and all(isinstance(e, dict) for e in given)):
+            raise DataError(f"{self.source} has a '{key}' entry that is not a list of objects; "
+                            "pass the formula.json that kansym wrote")
+        return [dict(e) for e in given]
 
     def _parse(self, text: str, symbols: Sequence[sympy.Symbol]) -> sympy.Expr:
         """A formula string of the record on ``symbols``, parsed without evaluating it
         (:func:`kansym.symbolic.parse.parse_formula`: arithmetic on the inputs only)."""
         try:
-            return parse_formula(text, self._locals(symbols))
+            expr = parse_formula(text, self._locals(symbols))
         except DataError as exc:
             raise DataError(f"cannot read a formula of {self.source}: {exc}; pass the formula.json that kansym wrote "
                             f"for these inputs ({', '.join(s.name for s in symbols)})") from None
+        opaque = expr.atoms(AppliedUndef)
+        if not opaque:
+            return expr
+        curves = self.curves()  # each phi_l_i_j evaluates as its numeric curve, as in the run that wrote it
+        return expr.xreplace({f: curves[f.func.__name__].sympy(f.args[0]) for f in opaque
+                              if f.func.__name__ in curves and len(f.args) == 1})
 
     def predict(self, x: np.ndarray, names: Sequence[str] | None = None) -> np.ndarray:
         """The formula on CSV inputs ``x (N, d)`` (columns in the order of ``names``/:attr:`inputs`) -> ``(N,)``.
@@ -143,13 +242,12 @@ class FormulaRecord:
         DataError
             Numeric edges (no closed form to evaluate), or a formula that does not parse.
         """
-        if self.numeric_edges:
-            raise DataError(f"the formula of {self.source} keeps edges {', '.join(self.numeric_edges)} numeric; "
+        expr = self.expr(names)
+        numeric = sorted({f.func.__name__ for f in expr.atoms(AppliedUndef)})
+        if numeric:
+            raise DataError(f"the formula of {self.source} keeps edges {', '.join(numeric)} numeric; "
                             "only the model can predict with it")
-        symbols = self.symbols(names)
-        with np.errstate(all="ignore"):
-            out = lambdify_formula(self.expr(names), symbols)(np.asarray(x, dtype=np.float64))
-        return np.broadcast_to(np.asarray(out, dtype=np.float64), (np.asarray(x).shape[0],)).copy()
+        return formula_values(expr, self.symbols(names), x, f"the formula of {self.source}")
 
     def edge_fits(self, width: Sequence[int] | None = None) -> dict[EdgeId, EdgeFit]:
         """The per-edge fits ``{(layer, i_in, j_out): EdgeFit}``.
@@ -216,7 +314,7 @@ def read_record(path: str | os.PathLike[str]) -> FormulaRecord:
     if "sympy" not in data or "target" not in data:
         raise DataError(f"{path} is a kansym file but not a formula record (no sympy/target); "
                         "pass the formula.json that kansym fit wrote")
-    return FormulaRecord(data, str(path))
+    return FormulaRecord(data, str(path)).check()
 
 
 
