@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -69,7 +70,12 @@ def save_figure(fig: Any, path: str | os.PathLike[str]) -> Path:
 
     fmt = output_format(path)
     meta = {"Software": SIGNATURE} if fmt == "png" else {"Creator": SIGNATURE}
-    return atomic_write(path, lambda fh: fig.savefig(fh, format=fmt, bbox_inches="tight", metadata=meta), error=ConfigError, what="figure")
+
+    def draw(fh):
+        with warnings.catch_warnings():  # a column name's control character is drawn as a box, not a raw warning line
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from font", category=UserWarning)
+            fig.savefig(fh, format=fmt, bbox_inches="tight", metadata=meta)
+    return atomic_write(path, draw, error=ConfigError, what="figure")
 
 
 def written_by_kansym(path: str | os.PathLike[str]) -> bool:
