@@ -66,7 +66,7 @@ class FormulaRecord:
             No ``inputs`` list of distinct column names (strings).
         """
         given = self.data.get("inputs")
-        if not (isinstance(given, list) and given and all(isinstance(n, str) and n for n in given)
+        if not (isinstance(given, list) and given and all(isinstance(n, str) for n in given)
                 and len(set(given)) == len(given)):
             raise DataError(f"{self.source} has no 'inputs' list of distinct column names (the formula's variables); "
                             "pass the formula.json that kansym wrote")
