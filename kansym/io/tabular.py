@@ -30,7 +30,10 @@ import pandas as pd
 
 from kansym.errors import DataError
 from kansym.io.scaler import Scaler
-from kansym.io.table import Table, _check_duplicates, columns_from_frame, fit_scalers, read_table_from_frame
+from kansym.io.table import (
+    LEAK_TOLERANCE, Leak, Table, _check_duplicates, columns_from_frame, fit_scalers, leak_record, proportional_inputs,
+    read_table_from_frame,
+)
 
 __all__ = [
     "Scaler",
@@ -41,6 +44,10 @@ __all__ = [
     "check_data_path",
     "columns_from_frame",
     "fit_scalers",
+    "Leak",
+    "LEAK_TOLERANCE",
+    "proportional_inputs",
+    "leak_record",
     "embedded_dataset",
     "list_embedded",
 ]
@@ -59,6 +66,7 @@ def read_table(
     *,
     dropna: bool = False,
     drop_constant: bool = True,
+    drop: Sequence[str] = (),
 ) -> Table:
     """Read a CSV (comma, semicolon or tab separated, UTF-8) into a :class:`Table`.
 
@@ -77,6 +85,9 @@ def read_table(
     drop_constant : bool
         Drop constant input columns (with a notice). Pass False when reading
         data for an existing model, whose input columns must all be kept.
+    drop : sequence of str
+        Columns to leave out (with a notice): each must be in the file, and be
+        neither a target nor one of ``inputs``.
 
     Returns
     -------
@@ -90,7 +101,7 @@ def read_table(
         or for any reason listed in :func:`read_table_from_frame`.
     """
     return read_table_from_frame(read_frame(path), target, inputs, dropna=dropna, drop_constant=drop_constant,
-                                 source=str(path))
+                                 drop=drop, source=str(path))
 
 
 def check_data_path(path: str | Path) -> Path:
@@ -126,6 +137,7 @@ def read_frame(path: str | Path) -> pd.DataFrame:
         raise DataError(f"cannot read data file '{path}': {exc.strerror}.") from exc
     try:
         text = raw.decode("utf-8-sig")
+        del raw  # a wide table is hundreds of MB: one copy of it at a time
     except UnicodeDecodeError as exc:
         raise DataError(
             f"data file '{path}' is not UTF-8 text (bad byte at offset {exc.start}); "
@@ -137,7 +149,7 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     text = text.replace("\r\n", "\n").replace("\r", "\n")  # Windows and classic-Mac line ends
     sep = _sniff_delimiter(text)
     try:
-        rows = csv.reader(io.StringIO(text), delimiter=sep)
+        rows = csv.reader(_lines(text), delimiter=sep)  # a StringIO would hold 4 bytes per character
         header = [h.strip() for h in next(rows, [])]
         _check_duplicates(header, str(path))
         unnamed = [i for i, h in enumerate(header) if not h]
@@ -155,7 +167,7 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     except csv.Error as exc:
         raise DataError(f"cannot parse '{path}' as CSV ({exc}); check the delimiter and quoting.") from exc
     try:
-        df = pd.read_csv(io.StringIO(text), sep=sep, skipinitialspace=True, index_col=False)
+        df = pd.read_csv(io.BytesIO(text.encode("utf-8")), sep=sep, skipinitialspace=True, index_col=False)
     except (pd.errors.ParserError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"cannot parse '{path}' as CSV ({first}); check the delimiter and quoting.") from exc
@@ -163,6 +175,16 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     if len(df) == 0:
         raise DataError(f"data file '{path}' has a header but no data rows; add at least 2 rows.")
     return df
+
+
+def _lines(text: str):
+    """The lines of ``text``, each with its ``\\n``, one at a time (no list of them all)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end + 1
+        yield text[start:end]
+        start = end
 
 
 def _sniff_delimiter(text: str) -> str:
