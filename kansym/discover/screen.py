@@ -1,4 +1,4 @@
-"""Input screening before the KAN: which columns of a wide table the law uses (issue 19).
+"""Input screening before the KAN: which columns of a wide table the law uses (issues 19, 37).
 
 A KAN of ``d`` inputs has ``d * hidden`` first-layer edges, and every later stage (pruning,
 per-edge fits, the Occam step, refinement) pays for each of them; noise columns also make
@@ -26,6 +26,10 @@ exceeds the one-sided Bonferroni critical value for ``alpha = 0.01`` over all th
 (``2 d`` of them: 3.29 for 10 columns, 3.48 for 20), so a pure-noise table keeps a noise
 column with probability about 1 %. A small but real effect (``y = x1 + 0.05 x2``) shows
 as a z of tens on thousands of rows. Nothing depends on a column's name or on a law.
+
+A table wider than the smooth model holds (or than :data:`MARGINAL_INPUTS` columns) first
+goes through :func:`kansym.discover.marginal.marginal_screen`, a 1-D test per column; the
+permutation tests then see its survivors only.
 """
 
 from __future__ import annotations
@@ -38,13 +42,14 @@ import numpy as np
 from scipy.stats import norm
 
 from kansym.discover.config import DiscoverConfig
+from kansym.discover.marginal import MARGINAL_ROUNDS, marginal_screen
 from kansym.discover.result import split_holdout
 from kansym.discover.structure import choose_space, legendre_features, table_space
 from kansym.errors import ConfigError
 from kansym.symbolic.verify import r2_score
 
-__all__ = ["Screening", "screen_inputs", "with_kept", "check_keep_inputs", "screening_to_record",
-           "screening_from_record", "MIN_INPUTS", "MIN_ROWS", "ALPHA"]
+__all__ = ["Screening", "screen_inputs", "smooth_capacity", "with_kept", "check_keep_inputs",
+           "screening_to_record", "screening_from_record", "MIN_INPUTS", "MIN_ROWS", "ALPHA"]
 
 log = logging.getLogger("kansym")
 
@@ -59,6 +64,7 @@ DEGREE = 5  # Legendre degree of each input in the smooth model
 TRUST_R2 = 0.9  # a screening whose best model explains less of y (held out) drops nothing
 BRING_BACK_RATIO = 2.0  # "clearly worse": at least twice the screening model's held-out squared error
 BRING_BACK_FLOOR = 1e-6  # ... and more than this share of var(y) (below it both fit the law to rounding)
+MARGINAL_INPUTS = 40  # more columns go through the pre-screen (all tested: 2.4 s at 40, 28 s at 199 columns)
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,9 @@ class Screening:
         The same of the smooth model refitted on the kept columns only (None when none was dropped).
     brought_back : bool
         Whether the run on the kept columns was clearly worse and all columns were used.
+    marginal_kept, marginal_p, marginal_threshold : tuple of int, tuple of float, float
+        :func:`~kansym.discover.marginal.marginal_screen`'s verdict (the z of the columns it
+        dropped: ``-inf``), p-values and level; empty and NaN where it did not run.
     """
 
     names: tuple[str, ...]
@@ -109,12 +118,20 @@ class Screening:
     reference: Any = None
     reference_kept: Any = None
     brought_back: bool = False
+    marginal_kept: tuple[int, ...] = ()
+    marginal_p: tuple[float, ...] = ()
+    marginal_threshold: float = float("nan")
 
     def reason(self, i: int) -> str:
         """Why column ``i`` was dropped (or kept), in words with its scores."""
+        if self.marginal_kept and i not in self.marginal_kept:
+            p, level, n = self.marginal_p[i], self.marginal_threshold, 2 * MARGINAL_ROUNDS * len(self.names)
+            return (f"marginal pre-screen (1-D F tests of y's rank and spread on the column's rank): least p {p:.3g} "
+                    + (f"< {level:.3g}, but less significant than the {len(self.marginal_kept)} columns kept"
+                       if p < level else f">= {level:.3g} (Bonferroni, alpha {ALPHA:g} over {n} tests)"))
         return (f"held-out permutation test: z {_z(self.z_smooth[i])} (smooth model), {_z(self.z_kan[i])} (KAN) "
                 f"{'<=' if i in self.removed else '>'} {self.z_threshold:.2f} (Bonferroni, alpha {ALPHA:g} over "
-                f"{2 * len(self.names)} tests)")
+                f"{2 * len(self.marginal_kept or self.names)} tests)")
 
     def removed_record(self) -> list[dict]:
         """``removed_inputs`` of ``formula.json``: name, scores, threshold and reason of each dropped column
@@ -134,17 +151,17 @@ def screening_to_record(plan: Screening) -> dict:
 
 
 def screening_from_record(data: dict) -> Screening:
-    """Inverse of :func:`screening_to_record`.
+    """Inverse of :func:`screening_to_record` (a record written before the marginal pre-screen reads too).
 
     Raises
     ------
     KeyError, TypeError, ValueError
         A record that is not one.
     """
-    data = dict(data)
+    data = {"marginal_kept": (), "marginal_p": (), "marginal_threshold": float("nan"), **data}  # older records
     for key in ("reference", "reference_kept"):
         data[key] = None if data[key] is None else np.asarray(data[key], dtype=np.float64)
-    for key in ("names", "kept", "removed", "z_smooth", "z_kan", "forced"):
+    for key in ("names", "kept", "removed", "z_smooth", "z_kan", "forced", "marginal_kept", "marginal_p"):
         data[key] = tuple(data[key])
     return Screening(**{f.name: data[f.name] for f in fields(Screening)})
 
@@ -177,7 +194,10 @@ def screen_inputs(x: np.ndarray, y: np.ndarray, input_names: Sequence[str],
     Screening is off with ``config.screen`` False, with fewer than :data:`MIN_INPUTS` inputs,
     more than one target, or fewer than :data:`MIN_ROWS` fitting rows. Only fitting rows
     (those :func:`~kansym.discover.result.split_holdout` does not hold out) are used, so the
-    held-out verification stays independent.
+    held-out verification stays independent. More than :data:`MARGINAL_INPUTS` columns (or
+    more than the smooth model holds) first go through
+    :func:`~kansym.discover.marginal.marginal_screen`; then ``reference`` is None (no
+    bring-back: it would rerun on every column, the very table that was too wide).
 
     Parameters
     ----------
@@ -200,37 +220,59 @@ def screen_inputs(x: np.ndarray, y: np.ndarray, input_names: Sequence[str],
     fit_idx, test_idx = split_holdout(x.shape[0], config.holdout, config.seed)
     if not config.screen or d < MIN_INPUTS or y.shape[1] != 1 or len(fit_idx) < MIN_ROWS:
         return None
-    if stages is not None:
-        stages.start("input screening", f"which of the {d} columns the law uses (held-out permutation tests)")
     perm = np.random.default_rng([config.seed, 19]).permutation(fit_idx)
     n_fit = min(FIT_ROWS, len(perm) // 2)
     tr, ev = np.sort(perm[:n_fit]), np.sort(perm[n_fit:n_fit + EVAL_ROWS])
-    space = choose_space(x[tr], y[tr], table_space(config.space, x, y))
+    forced = tuple(i for i, n in enumerate(names) if n in config.keep_inputs)
+    wide = d > min(MARGINAL_INPUTS, smooth_capacity(n_fit))
+    if stages is not None:
+        stages.start("input screening", f"which of the {d} columns the law uses ("
+                     f"{'marginal pre-screen, then ' if wide else ''}held-out permutation tests)")
+    cols, marginal = tuple(range(d)), {}
+    if wide:  # a 1-D test per column first (issue 37: the smooth model held no 500 columns)
+        cols, p, level = marginal_screen(x[tr], y[tr], _smooth_residual, forced, cap=smooth_capacity(n_fit),
+                                         alpha=ALPHA, degree=DEGREE, min_kept=MIN_INPUTS)
+        marginal = dict(marginal_kept=cols, marginal_p=tuple(map(float, p)), marginal_threshold=level)
+        log.info("input screening: the marginal pre-screen of %d columns kept %d (%s; p < %.3g), the permutation "
+                 "tests see only those", d, len(cols), ", ".join(names[i] for i in cols), level)
+    xs = x if len(cols) == d else x[:, list(cols)]  # (N, len(cols))
+    space = choose_space(xs[tr], y[tr], table_space(config.space, x, y))
     g = np.log if space == "log" else (lambda a: a)
-    u, v = g(x), g(y[:, 0])
+    u, v = g(xs), g(y[:, 0])
     rng = np.random.default_rng([config.seed, 23])
-    shuffles = [rng.permutation(len(ev)) for _ in range(d)]
-    z_crit = float(norm.ppf(1.0 - ALPHA / (2 * d)))
+    shuffles = [rng.permutation(len(ev)) for _ in cols]
+    z_crit = float(norm.ppf(1.0 - ALPHA / (2 * len(cols))))
     smooth = _SmoothModel.fit(u[tr], v[tr])
     z_smooth = _permutation_z(smooth.predict, u[ev], v[ev], shuffles)
-    kan = _kan_model(x[tr[:KAN_ROWS]], y[tr[:KAN_ROWS]], names, config, space)
+    kan = _kan_model(xs[tr[:KAN_ROWS]], y[tr[:KAN_ROWS]], [names[i] for i in cols], config, space)
     z_kan = _permutation_z(lambda a: kan(a), u[ev], v[ev], shuffles)
-    forced = tuple(i for i, n in enumerate(names) if n in config.keep_inputs)
     r2 = {m: r2_score(v[ev], f(u[ev]), nonfinite="-inf") for m, f in (("smooth", smooth.predict), ("kan", kan))}
     best = max(r2, key=r2.get)
     if r2[best] < TRUST_R2:  # what neither model explains may involve any column (x1*x2*x3 looks like noise to both)
-        kept = list(range(d))
+        kept = list(cols)
     else:
-        kept = [i for i in range(d) if z_smooth[i] > z_crit or z_kan[i] > z_crit or i in forced]
-        kept = kept or [int(np.argmax(np.fmax(z_smooth, z_kan)))]
+        kept = [c for j, c in enumerate(cols) if z_smooth[j] > z_crit or z_kan[j] > z_crit or c in forced]
+        kept = kept or [cols[int(np.argmax(np.fmax(z_smooth, z_kan)))]]
     reference = None
-    if test_idx is not None:
+    if test_idx is not None and len(cols) == d:
         reference = _back((smooth.predict if best == "smooth" else kan)(u[test_idx]), space)
-    plan = Screening(names=names, kept=(), removed=(), z_smooth=tuple(map(float, z_smooth)),
-                     z_kan=tuple(map(float, z_kan)), z_threshold=z_crit, forced=forced, rows_fit=len(tr),
+    zs, zk = np.full((2, d), -np.inf)  # untested columns: -inf
+    zs[list(cols)], zk[list(cols)] = z_smooth, z_kan
+    plan = Screening(names=names, kept=(), removed=(), z_smooth=tuple(map(float, zs)),
+                     z_kan=tuple(map(float, zk)), z_threshold=z_crit, forced=forced, rows_fit=len(tr),
                      rows_kan=min(KAN_ROWS, len(tr)), rows_eval=len(ev), space=space, r2=float(r2[best]),
-                     reference=reference)
+                     reference=reference, **marginal)
     return with_kept(plan, kept, x, y, config)
+
+
+def smooth_capacity(n: int) -> int:
+    """Most columns the smooth model of ``n`` rows holds (``1 + DEGREE d <= n / 3`` coefficients, no pairs)."""
+    return max(0, int((n / 3 - 1) // DEGREE))
+
+
+def _smooth_residual(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``v (n,)`` less the smooth model of it on ``u (n, k)`` (the marginal pre-screen's later rounds)."""
+    return v - _SmoothModel.fit(u, v).predict(u)
 
 
 def with_kept(plan: Screening, kept: Sequence[int], x: np.ndarray, y: np.ndarray,
@@ -285,7 +327,7 @@ class _SmoothModel:
     def fit(cls, u: np.ndarray, v: np.ndarray) -> "_SmoothModel":
         n, d = u.shape
         lo, hi = u.min(axis=0), u.max(axis=0)
-        pairs = next(p for p in (2, 1, 0) if 1 + DEGREE * d + p * p * d * (d - 1) // 2 <= n / 3)
+        pairs = next((p for p in (2, 1, 0) if 1 + DEGREE * d + p * p * d * (d - 1) // 2 <= n / 3), 0)
         model = cls(lo, hi, pairs, np.zeros(0))
         coef, *_ = np.linalg.lstsq(model.features(u), v, rcond=None)
         return replace(model, coef=coef)

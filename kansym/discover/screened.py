@@ -83,7 +83,7 @@ def screened_discover(discovery: Callable[[Sequence[int], Any], Any], x: np.ndar
         return replace(run(everything, None), screening=plan)
     log.info("input screening dropped %s: %s; kept %s (to keep a column whatever the test says: "
              "--keep-inputs, or keep_inputs in the API)",
-             ", ".join(names[i] for i in plan.removed), _dropped_note(plan), _kept_note(plan))
+             _names(names, plan.removed), _dropped_note(plan), _kept_note(plan))
     found = run(plan.kept, None)
     worse = _clearly_worse(found, plan, x, y, config)
     if worse is None:
@@ -99,10 +99,26 @@ def screened_discover(discovery: Callable[[Sequence[int], Any], Any], x: np.ndar
 
 
 def _dropped_note(plan: Screening) -> str:
-    worst = max(plan.removed, key=lambda i: np.nanmax([plan.z_smooth[i], plan.z_kan[i], -np.inf]))
-    return (f"every held-out permutation z is at most {plan.z_threshold:.2f} (Bonferroni, alpha {ALPHA:g} over "
-            f"{2 * len(plan.names)} tests; the largest, {plan.names[worst]}'s, is "
-            f"{_z(np.nanmax([plan.z_smooth[worst], plan.z_kan[worst]]))})")
+    tested = [i for i in plan.removed if not plan.marginal_kept or i in plan.marginal_kept]
+    parts = []
+    if len(tested) < len(plan.removed):
+        parts.append(f"{len(plan.removed) - len(tested)} of {len(plan.names)} columns fail the marginal pre-screen "
+                     f"(p >= {plan.marginal_threshold:.3g}, or less significant than the {len(plan.marginal_kept)} "
+                     "kept)")
+    if tested:
+        worst = max(tested, key=lambda i: np.nanmax([plan.z_smooth[i], plan.z_kan[i], -np.inf]))
+        n_tests = 2 * len(plan.marginal_kept or plan.names)
+        parts.append(f"every held-out permutation z is at most {plan.z_threshold:.2f} (Bonferroni, alpha {ALPHA:g} "
+                     f"over {n_tests} tests; the largest, {plan.names[worst]}'s, is "
+                     f"{_z(np.nanmax([plan.z_smooth[worst], plan.z_kan[worst]]))})")
+    return "; ".join(parts)
+
+
+def _names(names: Sequence[str], which: Sequence[int], shown: int = 8) -> str:
+    """``which``'s names, at most ``shown`` of them and a count of the others."""
+    listed = ", ".join(names[i] for i in which[:shown])
+    more = len(which) - shown
+    return listed if more <= 0 else f"{listed} and {more} more (each with its reason in formula.json's removed_inputs)"
 
 
 def _kept_note(plan: Screening) -> str:

@@ -8,10 +8,17 @@ import pytest
 import sympy
 
 from kansym.discover.config import DiscoverConfig
+from kansym.discover.marginal import marginal_screen
 from kansym.discover.result import split_holdout
-from kansym.discover.screen import MIN_INPUTS, screen_inputs, with_kept
+from kansym.discover.screen import (
+    MIN_INPUTS, _smooth_residual, screen_inputs, screening_from_record, screening_to_record, with_kept,
+)
 from kansym.discover.screened import screened_discover
 from kansym.errors import ConfigError
+
+
+def _marginal(x, y, **kw):
+    return marginal_screen(x, y, _smooth_residual, **kw)
 
 
 def _table(n, d, law, noise=0.0, seed=1, lo=-2.0, hi=2.0):
@@ -72,6 +79,42 @@ def test_screening_is_off_where_it_cannot_pay():
     assert screen_inputs(x, y, names, DiscoverConfig()) is None
     x, y, names = _table(2000, 6, lambda x: x[:, 0])
     assert screen_inputs(x, y, names, DiscoverConfig(screen=False)) is None
+
+
+def test_a_table_wider_than_the_smooth_model_is_prescreened_column_by_column():
+    # issue 37: 400 columns; the smooth model of 1,200 rows holds 199 (before: StopIteration)
+    x, y, names = _table(3000, 400, lambda x: x[:, 5] * x[:, 17] / x[:, 300] ** 2, lo=1.0, hi=5.0)
+    plan = screen_inputs(x, y, names, DiscoverConfig(keep_inputs=("x42",)))
+    assert plan.marginal_kept == (5, 17, 42, 300) and plan.kept == (5, 17, 42, 300) and plan.forced == (42,)
+    assert plan.removed == tuple(i for i in range(400) if i not in (5, 17, 42, 300))
+    assert plan.marginal_threshold == pytest.approx(0.01 / 2400)  # Bonferroni: 2 tests x 3 rounds x 400 columns
+    assert max(plan.marginal_p[i] for i in (5, 17, 300)) < 1e-30 and plan.marginal_p[42] == 1.0  # forced: untested
+    assert min(plan.marginal_p[i] for i in plan.removed) > 1e-3  # the noise columns are far from the level
+    assert plan.z_threshold == pytest.approx(3.0233, abs=1e-3)  # the permutation tests: 8 tests (4 columns)
+    assert min(plan.z_smooth[i] for i in (5, 17, 300)) > 10 and plan.z_smooth[0] == -np.inf
+    assert plan.reference is None  # no bring-back: it would rerun on all 400 columns
+    rec = plan.removed_record()
+    assert len(rec) == 396 and rec[0]["name"] == "x0" and rec[0]["z_smooth"] is None
+    assert all(r["reason"].startswith("marginal pre-screen") and ">= 4.17e-06" in r["reason"] for r in rec)
+    back = screening_from_record(screening_to_record(plan))
+    assert back.marginal_kept == plan.marginal_kept and back.marginal_p == plan.marginal_p
+    old = {k: v for k, v in screening_to_record(plan).items() if not k.startswith("marginal")}  # before issue 37
+    assert screening_from_record(old).marginal_kept == ()
+
+
+def test_the_marginal_prescreen_sees_interactions_weak_effects_and_keeps_its_cap():
+    # symmetric inputs: x3 x7 leaves E[y | x3] flat; the spread test sees it
+    x, y, _ = _table(2000, 200, lambda x: x[:, 3] * x[:, 7] + x[:, 1], seed=3)
+    assert _marginal(x, y)[0] == (1, 3, 7)
+    # x9's 5 % effect is hidden by x5's marginally; the second round (on what x5 leaves) finds it
+    x, y, _ = _table(3000, 200, lambda x: x[:, 5] + 0.05 * x[:, 9], noise=0.01, seed=2)
+    kept, p, level = _marginal(x, y)
+    assert {5, 9} <= set(kept) and p[9] < level and level == pytest.approx(0.01 / 1200)
+    assert _marginal(x, y, cap=1)[0] == (5,)
+    assert _marginal(x, y, forced=(0, 1, 2, 3), cap=4)[0] == (0, 1, 2, 3)
+    # pure noise: nothing passes; the MIN_INPUTS most significant go on to the permutation tests
+    kept, p, level = _marginal(x, np.random.default_rng(5).standard_normal(3000))
+    assert len(kept) == MIN_INPUTS and p.min() > level
 
 
 @dataclass(frozen=True)
