@@ -88,6 +88,9 @@ class KANRegressor:
         ``"verified"``, ``"unverified"`` or ``"partial"`` (:attr:`kansym.discover.result.Formula.status`).
     closed_form_ : kansym.discover.result.ClosedForm or None
         For a partial formula, the best closed form found beside it (not verified).
+    leaks_ : tuple of kansym.io.tabular.Leak
+        Features equal to the target up to scale (:func:`kansym.io.tabular.proportional_inputs`),
+        each named in a ``UserWarning``; fit without them to find the law behind the others.
     feature_names_in_ : ndarray of str
     n_features_in_ : int
 
@@ -192,7 +195,8 @@ class KANRegressor:
             instead of ``target = ...`` (no closed form was verified, the best one found,
             the partial formula labelled). :meth:`sympy` and :meth:`predict` stay those of
             the partial formula (it evaluates like the model); :attr:`closed_form_` is the
-            closed form; and when ``time_limit`` cut the run short.
+            closed form; when ``time_limit`` cut the run short; and for each feature that
+            equals ``y`` up to scale (:attr:`leaks_`).
         """
         import pandas as pd
 
@@ -214,6 +218,12 @@ class KANRegressor:
         names = list(names) if names is not None else [f"x{i}" for i in range(X.shape[1])]
         if len(names) != X.shape[1] or len(set(names)) != len(names):
             raise DataError(f"give {X.shape[1]} distinct feature names, got {names}")
+        from kansym.io.tabular import proportional_inputs
+
+        leaks = proportional_inputs(X, y[:, None], names, [target_name])
+        for leak in leaks:
+            warnings.warn(f"kansym: {leak.text}; fit without that feature to find the law without it", UserWarning,
+                          stacklevel=2)
         if self.units is not None:
             from kansym.discover.dimensional import discover_with_units
             from kansym.discover.units import read_units, read_units_table
@@ -224,7 +234,7 @@ class KANRegressor:
                                          self._config(), progress=False)
         else:
             result = discover(X, y[:, None], names, [target_name], self._config(), progress=False)
-        self.discovery_ = result
+        self.discovery_, self.leaks_ = result, leaks
         self.formula_ = result.formulas[0]
         self.feature_names_in_ = np.asarray(names, dtype=object)
         self.n_features_in_ = X.shape[1]
@@ -327,8 +337,9 @@ class KANRegressor:
         if d is None:  # read with from_record: the record it came from
             return dict(self.record_.data)
         from kansym.discover.budget import time_limit_entry
+        from kansym.io.tabular import leak_record
 
-        return discovery_record(d, time_limit_entry(d))
+        return discovery_record(d, {**time_limit_entry(d), **leak_record(getattr(self, "leaks_", ()))})
 
     def write_record(self, path: Any) -> Any:
         """Write :meth:`to_record` to ``path`` (atomically); returns the path."""

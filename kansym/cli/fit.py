@@ -9,7 +9,8 @@ import click
 from kansym.cli.common import CLIError, check_device, common_options, prepare_out_dir, run_safely, setup_logging
 from kansym.cli.lock import dir_lock_path, output_lock
 from kansym.cli.options import (
-    NON_NEGATIVE, data_options, discover_config, model_options, resolve_data, size_options, symbolic_options,
+    NON_NEGATIVE, data_options, discover_config, model_options, parse_drop, resolve_data, size_options,
+    symbolic_options,
 )
 from kansym.config import MAX_STEPS
 from kansym.cli.run import (
@@ -38,7 +39,7 @@ FORMULA_OUTPUTS = ["formula.json", "formula.tex"]
 @common_options
 @click.pass_context
 @run_safely
-def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, theta, space, lib, r2_threshold, complexity_weight, max_train_rows, no_screen, keep_inputs, out_dir, force, plots, finetune_steps, backend, time_limit, units, seed, device, quiet):
+def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, steps, lamb, resume, theta, space, lib, r2_threshold, complexity_weight, max_train_rows, no_screen, keep_inputs, drop, out_dir, force, plots, finetune_steps, backend, time_limit, units, seed, device, quiet):
     """Find the law in DATA (a CSV): train a KAN, prune it, symbolify it.
 
     Prints the formula (LaTeX) and its R², and writes OUT_DIR/model.pt,
@@ -46,18 +47,21 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
     OUT_DIR/graph.json (the pruned network with each edge's score and fit).
     With --units, a law that is a constant times a monomial of the units
     needs no KAN: then only OUT_DIR/formula.json and OUT_DIR/formula.tex.
+    An input that equals the target up to scale (a likely copy of it) is
+    named on a NOTE line; --drop leaves such columns out.
 
     \b
     Examples:
       kansym fit data.csv --target y
       kansym fit --example kepler
     """
-    from kansym.io.tabular import read_table
+    from kansym.io.tabular import leak_record, proportional_inputs, read_table
 
     deadline = Deadline(time_limit or None)  # from the start: reading a large CSV counts too
     setup_logging(quiet)
     check_device(device)
-    path, target, input_names = resolve_data(data, example, target, inputs)
+    drop = parse_drop(drop, inputs, keep_inputs)
+    path, target, input_names = resolve_data(data, example, target, inputs, drop)
     config = discover_config(hidden=hidden, grid_size=grid_size, steps=steps, lamb=lamb, theta=theta, space=space,
                              lib=lib, r2_threshold=r2_threshold, seed=seed, device=device,
                              finetune_steps=finetune_steps, complexity_weight=complexity_weight,
@@ -75,14 +79,16 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
             raise ConfigError("--units works with the kan backend only" if backend != "kan" else
                               "--units cannot be combined with --resume; run the fit again")
         point, config = load_resume(resume, config, ctx)
-        table = read_table(path, target, input_names, dropna=dropna)  # notices go to the log (stderr)
+        table = read_table(path, target, input_names, dropna=dropna, drop=drop)  # notices go to the log (stderr)
+        leaks = proportional_inputs(table.x, table.y, table.input_names, table.target_names)
+        extra = {"data": str(path), **({"dropped_inputs": list(drop)} if drop else {}), **leak_record(leaks)}
+        notes = _leak_notes(leaks, explicit_inputs=inputs is not None)
         if backend == "pysr":
-            return _fit_with_pysr(table, out, force=force, protect=protect, seed=seed, data=str(path))
+            return _fit_with_pysr(table, out, force=force, protect=protect, seed=seed, extra=extra, notes=notes)
         check_same_columns(table, point, resume)
         from kansym.discover.screen import check_keep_inputs
 
         check_keep_inputs(config.keep_inputs, table.input_names)  # a bad name: one line before any work
-        extra = {"data": str(path)}
         try:
             with stop_on_sigterm():
                 if units is not None:
@@ -111,6 +117,8 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
         if not quiet:
             print_reduction(result)
         print_formulas(result.formulas)
+        for note in notes:
+            click.echo(note)
         cut = cut_short_line(result)
         if cut:
             click.echo(f"NOTE: {cut} (a larger --time-limit, or 0 for none, lets every stage finish)")
@@ -133,8 +141,10 @@ def _announce(table, config, quiet: bool) -> None:
     check_run(table.n_rows, table.d_in, table.d_out, config)
     prepare_training()
     if not quiet:
-        click.echo(f"discovering {', '.join(table.target_names)} from {', '.join(table.input_names)} on "
-                   f"{table.n_rows} rows ({ctrl_c_note()})", err=True)
+        names = table.input_names
+        inputs = ", ".join(names) if len(names) <= 12 else f"{len(names)} columns ({', '.join(names[:8])}, ...)"
+        click.echo(f"discovering {', '.join(table.target_names)} from {inputs} on {table.n_rows} rows "
+                   f"({ctrl_c_note()})", err=True)
 
 
 def _discover_with_units(table, units, config, quiet: bool, deadline):
@@ -190,7 +200,14 @@ def write_fit_outputs(out: Path, result, extra: dict, *, force: bool, protect: l
     return names
 
 
-def _fit_with_pysr(table, out: Path, *, force: bool, protect, seed: int, data: str) -> None:
+def _leak_notes(leaks, *, explicit_inputs: bool) -> list[str]:
+    """One ``NOTE`` line per input that equals the target up to scale
+    (:func:`kansym.io.tabular.proportional_inputs`), with how to leave it out."""
+    return [f"NOTE: {leak.text}; to find the law without it, "
+            + ("leave it out of --inputs" if explicit_inputs else f"rerun with --drop {leak.column}") for leak in leaks]
+
+
+def _fit_with_pysr(table, out: Path, *, force: bool, protect, seed: int, extra: dict, notes: list[str]) -> None:
     """``kansym fit --backend pysr``: search with PySR, verify, print, write formula.json/.tex."""
     from kansym.cli.report import print_formulas
     from kansym.discover.pysr import discover_pysr
@@ -200,5 +217,7 @@ def _fit_with_pysr(table, out: Path, *, force: bool, protect, seed: int, data: s
     formula = discover_pysr(table.x, table.y[:, 0], table.input_names, table.target_names[0],
                             PySRConfig(seed=seed), seed=seed)
     prepare_out_dir(out, FORMULA_OUTPUTS, force=force, protect=protect)
-    write_formula_files(out, formula_record(formula, None, None, extra={"backend": "pysr", "data": data}))
+    write_formula_files(out, formula_record(formula, None, None, extra={"backend": "pysr", **extra}))
     print_formulas([formula])
+    for note in notes:
+        click.echo(note)

@@ -17,7 +17,7 @@ from kansym.config import MAX_STEPS
 from kansym.errors import ConfigError
 
 __all__ = ["EXAMPLES", "NON_NEGATIVE", "data_options", "model_options", "symbolic_options", "resolve_data", "split_names",
-           "parse_hidden", "discover_config", "size_options"]
+           "parse_hidden", "discover_config", "size_options", "parse_drop"]
 
 EXAMPLES = {
     # name: (target, inputs) of the datasets shipped in kansym/data
@@ -39,8 +39,10 @@ def split_names(value: str | None, what: str = "--inputs", example: str = "one c
     return names
 
 
-def resolve_data(data: str | None, example: str | None, target: str | None, inputs: str | None):
-    """The CSV path, target and inputs of a command: a file, or ``--example NAME``."""
+def resolve_data(data: str | None, example: str | None, target: str | None, inputs: str | None,
+                 drop: tuple[str, ...] = ()):
+    """The CSV path, target and inputs of a command: a file, or ``--example NAME`` (whose default
+    inputs lose the ``drop`` columns; :func:`~kansym.io.tabular.read_table` drops them from a file's)."""
     from kansym.io.tabular import embedded_dataset
 
     if data is None and example is None:
@@ -51,6 +53,7 @@ def resolve_data(data: str | None, example: str | None, target: str | None, inpu
         if example not in EXAMPLES:
             raise CLIError(f"unknown example {example!r}; choose from {', '.join(EXAMPLES)}")
         default_target, default_inputs = EXAMPLES[example]
+        default_inputs = tuple(c for c in default_inputs if c not in drop)
         return embedded_dataset(example), target or default_target, split_names(inputs) or default_inputs
     from kansym.io.tabular import check_data_path
 
@@ -58,6 +61,22 @@ def resolve_data(data: str | None, example: str | None, target: str | None, inpu
     if target is None:
         raise CLIError("--target is required: name the column to predict")
     return path, target, split_names(inputs)
+
+
+def parse_drop(values: tuple[str, ...], inputs: str | None, keep_inputs: str | None) -> tuple[str, ...]:
+    """``--drop a,b --drop c`` -> ``("a", "b", "c")``, each name once; () without ``--drop``.
+
+    Raises
+    ------
+    ConfigError
+        A ``--drop`` that names nothing, or a column that ``--inputs`` or ``--keep-inputs`` names too.
+    """
+    names = tuple(dict.fromkeys(n for v in values for n in split_names(v, "--drop")))
+    for flag, given in (("--inputs", inputs), ("--keep-inputs", keep_inputs)):
+        both = [n for n in split_names(given, flag) or () if n in names]
+        if both:
+            raise ConfigError(f"--drop and {flag} both name column '{both[0]}'; name it in only one of them")
+    return names
 
 
 def parse_hidden(value: str) -> tuple[int, ...]:
@@ -145,7 +164,8 @@ def model_options(fn):
 
 
 def size_options(fn):
-    """``kansym fit``'s options on which rows and columns a run uses (issue 19)."""
+    """``kansym fit``'s options on which rows and columns a run uses (issues 19, 37)."""
+    fn = click.option("--drop", multiple=True, metavar="COLUMNS", help="Comma-separated columns to leave out of the inputs (repeatable), e.g. a copy of the target: kansym fit names a column that equals the target up to scale.")(fn)
     fn = click.option("--keep-inputs", default=None, help="Comma-separated input columns the input screening never drops.")(fn)
     fn = click.option("--no-screen", "no_screen", is_flag=True, help="Keep every input column: no screening before the KAN (by default columns that a held-out permutation test finds unused are dropped, with a notice).")(fn)
     fn = click.option("--max-train-rows", default=None, type=click.IntRange(min=10), help="Rows the KAN trains on at most (seeded sample of the fitting rows; the symbolic stages and the verification use the others too).  [default: 3000]")(fn)

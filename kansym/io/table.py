@@ -5,7 +5,8 @@
 :class:`~kansym.errors.DataError` with one actionable sentence for every mistake a
 person can make with a table (a typo in a column name, a text column, a blank cell, a
 constant column) and recording harmless adjustments (a text column left out, a
-constant input dropped) as ``notices``. Reading CSV files is
+constant input dropped) as ``notices``. :func:`proportional_inputs` finds an input that
+equals a target up to scale (a likely leak of the target into the inputs). Reading CSV files is
 :mod:`kansym.io.tabular`, which re-exports everything here.
 """
 
@@ -21,9 +22,14 @@ import pandas as pd
 from kansym.errors import DataError
 from kansym.io.scaler import Scaler
 
-__all__ = ["Table", "read_table_from_frame", "columns_from_frame", "fit_scalers"]
+__all__ = ["Table", "read_table_from_frame", "columns_from_frame", "fit_scalers", "Leak", "proportional_inputs",
+           "leak_record", "LEAK_TOLERANCE"]
 
 logger = logging.getLogger("kansym")
+
+# largest |target - scale * column| on any row, in units of the target's standard deviation, of a column
+# reported as a copy of the target (see proportional_inputs)
+LEAK_TOLERANCE = 1e-4
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ def read_table_from_frame(
     *,
     dropna: bool = False,
     drop_constant: bool = True,
+    drop: Sequence[str] = (),
     source: str = "the table",
 ) -> Table:
     """Check a DataFrame and turn it into a :class:`Table` (the rules of :func:`read_table`).
@@ -92,7 +99,7 @@ def read_table_from_frame(
     ----------
     df : pandas.DataFrame
         One column per variable, one row per sample; not modified.
-    target, inputs, dropna, drop_constant
+    target, inputs, dropna, drop_constant, drop
         As in :func:`read_table`.
     source : str
         How to name the data in messages (the file path for :func:`read_table`).
@@ -109,7 +116,9 @@ def read_table_from_frame(
         available columns), no target is given, a column is both target and
         input, a named column is not numeric, used cells are missing or
         non-finite (unless ``dropna``), fewer than 2 rows remain, every input is
-        constant, there are no more rows than inputs, or a target is constant.
+        constant, there are no more rows than inputs, or a target is constant; or if a
+        column in ``drop`` is not in the table, is a target or one of ``inputs``, or
+        dropping leaves no input.
     """
     columns = [str(c) for c in df.columns]
     _check_duplicates(columns, source)
@@ -118,12 +127,13 @@ def read_table_from_frame(
         raise DataError("no target column given; name the column to predict.")
     _check_present(targets, columns, source, "target")
     _check_duplicates(targets, "the target list", listed=True)
-    notices: list[str] = []
+    drop = _check_drop(drop, columns, targets, inputs, source)
+    notices: list[str] = [f"dropped column '{c}' as asked" for c in drop]
 
     if inputs is None:
         names = []
         for c in columns:
-            if c in targets:
+            if c in targets or c in drop:
                 continue
             if _is_numeric(df[c]):
                 names.append(c)
@@ -140,6 +150,8 @@ def read_table_from_frame(
             raise DataError(
                 f"column '{both[0]}' is both a target and an input; list it only once."
             )
+    if not names and drop:
+        raise DataError(f"dropping {', '.join(drop)} leaves no numeric input column in {source}; drop fewer columns.")
     if not names:
         raise DataError(
             f"{source} has no numeric input columns besides the target; add inputs or name them."
@@ -230,6 +242,105 @@ def columns_from_frame(df: pd.DataFrame, names: Sequence[str], *, source: str = 
         raise DataError(f"{int(bad.sum())} of {len(bad)} rows of {source} have missing or non-finite values "
                         f"(first: column '{col}' in data row {row + 1}); fix or drop those rows")
     return np.ascontiguousarray(x)
+
+
+def _check_drop(drop: Sequence[str], columns: Sequence[str], targets: Sequence[str],
+                inputs: Sequence[str] | None, source: str) -> tuple[str, ...]:
+    """The columns to drop, each a column of the table that is neither a target nor a named input."""
+    drop = tuple(str(c) for c in drop)
+    _check_present(drop, columns, source, "dropped")
+    _check_duplicates(drop, "the list of columns to drop", listed=True)
+    for c in drop:
+        if c in targets:
+            raise DataError(f"column '{c}' is the target; it cannot be dropped (drop input columns only).")
+        if inputs is not None and c in inputs:
+            raise DataError(f"column '{c}' is both an input and a column to drop; name it in only one of them.")
+    return drop
+
+
+@dataclass(frozen=True)
+class Leak:
+    """An input column equal to a target up to scale: ``target = scale * column`` on every row.
+
+    Attributes
+    ----------
+    column, target : str
+    scale : float
+        The least-squares ``c`` of ``target ~ c * column`` (no intercept).
+    deviation : float
+        ``max |target - scale * column|`` over the rows, over the target's standard deviation.
+    """
+
+    column: str
+    target: str
+    scale: float
+    deviation: float
+
+    @property
+    def text(self) -> str:
+        """``column 'leak' equals the target 'y' up to scale (y = 0.5 * leak on every row): likely a copy of
+        the target (a leak)``; callers add how to leave it out."""
+        scale = f"{self.scale:.6g}"
+        law = {"1": self.column, "-1": f"-{self.column}"}.get(scale, f"{scale} * {self.column}")
+        return (f"column '{self.column}' equals the target '{self.target}' up to scale ({self.target} = {law} on "
+                "every row): likely a copy of the target (a leak)")
+
+    def to_dict(self) -> dict:
+        return {"column": self.column, "target": self.target, "scale": self.scale, "deviation": self.deviation,
+                "remark": self.text}
+
+
+def proportional_inputs(x: np.ndarray, y: np.ndarray, input_names: Sequence[str],
+                        target_names: Sequence[str]) -> tuple[Leak, ...]:
+    """The input columns that equal a target up to scale, ``y = c * x`` (``c = 1``: a duplicate).
+
+    A column copied from the target (in other units, or with the target's measurement noise:
+    a copy carries the noise too) is proportional to it on every row up to the rounding of
+    the numbers written; a measured input is not, by far more than that. A column counts
+    when, with ``c`` the least-squares scale (no intercept), ``max_i |y_i - c x_i|`` is at
+    most :data:`LEAK_TOLERANCE` (1e-4) times ``std(y)``: any float64 or float32 copy, and a
+    copy written to 6 significant digits when ``max |y| / std(y)`` stays below about 3. A
+    column is reported only when another input of the table is not proportional to that
+    target: with none, ``y = c * x`` is all the data can say, not a leak to leave out.
+
+    Parameters
+    ----------
+    x : ndarray (N, d_in)
+    y : ndarray (N, d_out)
+    input_names, target_names : sequence of str
+
+    Returns
+    -------
+    tuple of Leak
+        In the order of the targets, then of the inputs; empty for a clean table.
+    """
+    x = np.asarray(x, dtype=np.float64)  # (N, d_in)
+    y = np.asarray(y, dtype=np.float64).reshape(x.shape[0], -1)  # (N, d_out)
+    norm2 = np.einsum("ij,ij->j", x, x)  # (d_in,)
+    found: list[Leak] = []
+    for j, target in enumerate(target_names):
+        t, spread = y[:, j], float(np.std(y[:, j]))
+        if not spread > 0:
+            continue
+        dot = x.T @ t  # (d_in,)
+        scale = np.divide(dot, norm2, out=np.zeros_like(dot), where=norm2 > 0)
+        # (d_in,) residual sums of squares, a prefilter 100x looser than the test (their rounding, ~1e-16 t @ t,
+        # stays below it unless |mean(y)| > 1e5 std(y))
+        rss = float(t @ t) - scale * dot
+        close = np.flatnonzero((norm2 > 0) & (rss <= x.shape[0] * (10 * LEAK_TOLERANCE * spread) ** 2))
+        hits = []
+        for i in close:  # a few candidates: the exact test on every row
+            deviation = float(np.max(np.abs(t - scale[i] * x[:, i]))) / spread
+            if deviation <= LEAK_TOLERANCE:
+                hits.append(Leak(str(input_names[i]), str(target), float(scale[i]), deviation))
+        if len(hits) < x.shape[1]:
+            found += hits
+    return tuple(found)
+
+
+def leak_record(leaks: Sequence[Leak]) -> dict:
+    """``{"leaks": [...]}`` for ``formula.json`` (:mod:`kansym.discover.record`), or ``{}`` for none."""
+    return {"leaks": [leak.to_dict() for leak in leaks]} if leaks else {}
 
 
 def _check_present(wanted: Sequence[str], columns: Sequence[str], source: str, role: str) -> None:

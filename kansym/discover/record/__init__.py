@@ -62,7 +62,10 @@ run; ``model.pt``'s meta holds the seconds); with units: ``units`` and ``reducti
 then): ``time_limit`` (``seconds``, ``cut_short``: what it cut, ``note``;
 :func:`kansym.discover.budget.time_limit_entry`); when the input screening ran
 (:mod:`kansym.discover.screen`): ``removed_inputs`` (``name``, ``z_smooth``, ``z_kan``,
-``z_threshold``, ``reason``; ``inputs`` are those the model and formula use).
+``z_threshold``, ``reason``; ``inputs`` are those the model and formula use); from ``kansym fit
+--drop`` (only then): ``dropped_inputs``, the columns left out as asked; when an input equals the
+target up to scale (only then; :func:`kansym.io.tabular.proportional_inputs`): ``leaks`` (``column``,
+``target``, ``scale``, ``deviation``, ``remark``).
 """
 
 from kansym.discover.record.read import FormulaRecord, read_record, sibling_record
