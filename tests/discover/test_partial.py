@@ -3,10 +3,10 @@ partial, with the best closed form found beside it, or replaced by a closed form
 
 import json
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import sympy
-from sympy.utilities.lambdify import implemented_function
 
 from kansym.cli.report import print_formulas
 from kansym.discover.partial import settle_partial
@@ -14,6 +14,7 @@ from kansym.discover.record import formula_record, read_record, tex_text, write_
 from kansym.discover.result import Formula
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.direct import DirectCandidate
+from kansym.symbolic.numeric import NumericEdge
 from kansym.symbolic.occam import Candidate
 from kansym.symbolic.pareto import pareto_front
 from kansym.symbolic.verify import fidelity, r2_score
@@ -23,15 +24,18 @@ RNG = np.random.default_rng(0)
 X = RNG.uniform(0, 6, (1500, 1))
 Y = np.exp(-0.5 * X[:, 0]) * np.cos(3 * X[:, 0])  # a user's law: a damped oscillation
 FIT, TEST = slice(0, 1200), slice(1200, None)
+KNOTS = np.linspace(-1.5, 1.5, 256)
+# the numeric edge: the law's own curve, so that 0.3*phi_0_0_0(t/3 - 1) + 0.01 is the law
+EDGE = NumericEdge("phi_0_0_0", tuple(KNOTS), tuple((np.exp(-1.5 * (KNOTS + 1)) * np.cos(9 * (KNOTS + 1)) - 0.01) / 0.3),
+                   r2=0.5, best="cos")
+# what a run passes as ``symbolic``: its per-edge fits, which carry the numeric curve into formula.json
+FITS = SimpleNamespace(edges={(0, 0, 0): EDGE})
 
 
 def _partial(closed_candidates):
     """A KAN-like formula 0.3*phi_0_0_0(t/3 - 1) + 0.01 whose numeric edge is the law's own curve,
     with the given closed forms among the Occam step's candidates."""
-    knots = np.linspace(-1.5, 1.5, 256)
-    curve = (np.exp(-0.5 * 3 * (knots + 1)) * np.cos(9 * (knots + 1)) - 0.01) / 0.3
-    phi = implemented_function(sympy.Function("phi_0_0_0"), lambda u: np.interp(u, knots, curve))
-    expr = sympy.Float(0.3) * phi(t / 3 - 1) + sympy.Float(0.01)
+    expr = sympy.Float(0.3) * EDGE.sympy(t / 3 - 1) + sympy.Float(0.01)
     f = lambdify_formula(expr, [t])
     x, y, xt, yt = X[FIT], Y[FIT], X[TEST], Y[TEST]
     cands = tuple(Candidate(e, 5, 0.5, {}, 0.0, False) for e in closed_candidates)
@@ -54,7 +58,7 @@ def test_a_partial_formula_carries_the_best_closed_form_and_says_no_closed_form_
     assert f.closed_form.r2_test < f.r2_model_test - 0.01  # not verified: that is why it is only beside
     assert "no closed form was verified" in f.warning and "fit no primitive and stay numeric" in f.warning
 
-    record = formula_record(f)
+    record = formula_record(f, symbolic=FITS)
     assert record["status"] == "partial" and record["numeric_edges"] == ["phi_0_0_0"]
     assert "phi" not in record["closed_form"]["sympy"] and record["closed_form"]["r2_test"] < 0.9
     tex = tex_text(record)
@@ -121,7 +125,7 @@ def test_kanregressor_says_what_the_cli_prints_for_a_partial_formula(tmp_path, c
     from kansym.discover.partial import report_lines
 
     f = _settle(_partial([sympy.Float(0.25) * sympy.cos(sympy.Float(2.9) * t)]))
-    write_formula_files(tmp_path, formula_record(f))
+    write_formula_files(tmp_path, formula_record(f, symbolic=FITS))
     print_formulas([f], front=False)
     printed = capsys.readouterr().out.splitlines()
     est = KANRegressor.from_record(tmp_path / "formula.json")
