@@ -297,7 +297,7 @@ def _constant(red: Reduction, x, y, fit_idx, test_idx, n_test, symbols, target, 
         origin="units",
         reason=f"{target} is a constant times the monomial {red.monomial(symbols)} of the dimensional analysis",
     )
-    formula = replace(formula, r2_residual=formula.residual_test(x[fit_idx], y[fit_idx], x[test_idx], y[test_idx]))
+    formula = replace(formula, residual=formula.residual_test(x[fit_idx], y[fit_idx], x[test_idx], y[test_idx]))
     const_red = Reduction(red.names, red.dims, red.p, (), ())
     return UnitsDiscovery(trained=None, pruned=None, prune_result=None, symbolic=None, formulas=(formula,),
                           graph=nx.DiGraph(), seconds={"constant": time.perf_counter() - t0}, runs=0,

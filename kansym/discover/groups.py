@@ -27,7 +27,7 @@ from kansym.symbolic.compose import input_symbols, lambdify_formula
 from kansym.symbolic.direct import choose_significant, direct_search, selection_score, significantly_better
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import simplify_formula
-from kansym.symbolic.residuals import residual_r2
+from kansym.symbolic.residuals import ResidualTest, residual_test
 from kansym.symbolic.verify import fidelity, nrmse, r2_score
 
 __all__ = ["map_back", "weighted_search", "weighted_group_residuals", "monomial_size", "predict"]
@@ -80,7 +80,7 @@ def weighted_search(g, yp, red: Reduction, res: Discovery, found: Formula, x, yv
     # the groups' formula stays on the front, no longer chosen
     fw = replace(f0, expr=best.expr, raw=best.expr, origin="direct search", candidates=(), structure=None,
                  closed_form=None, front=tuple(replace(e, chosen=False) for e in f0.front))
-    fw = replace(fw, r2_residual=fw.residual_test(g[fit_idx], yp[fit_idx], g[test_idx], yp[test_idx]))
+    fw = replace(fw, residual=fw.residual_test(g[fit_idx], yp[fit_idx], g[test_idx], yp[test_idx]))
     mapped = map_back(fw, res, red, x, yv, fit_idx, test_idx, symbols, target)
 
     def error(f: Formula) -> float:
@@ -120,12 +120,12 @@ def monomial_size(red: Reduction, symbols, x: np.ndarray) -> np.ndarray:
                                   (x.shape[0],)))
 
 
-def weighted_group_residuals(expr: sympy.Expr, symbols, red: Reduction, x, y, fit_idx, test_idx) -> float:
-    """:func:`kansym.symbolic.residuals.residual_r2` of ``y / prod x^p``'s residuals, neighbours in the
+def weighted_group_residuals(expr: sympy.Expr, symbols, red: Reduction, x, y, fit_idx, test_idx) -> ResidualTest:
+    """:func:`kansym.symbolic.residuals.residual_test` of ``y / prod x^p``'s residuals, neighbours in the
     groups, each row weighted by its monomial (as in the target: that residual's noise is the
-    target's over the monomial); NaN when there is no verdict (a partial formula, no group)."""
+    target's over the monomial); no verdict for a partial formula or without groups."""
     if not red.groups or expr.atoms(AppliedUndef):
-        return float("nan")
+        return ResidualTest()
     if len(test_idx) == len(fit_idx) and np.array_equal(test_idx, fit_idx):  # nothing held out: odd from even
         fit_idx, test_idx = fit_idx[::2], fit_idx[1::2]
     mono = monomial_size(red, symbols, x)
@@ -134,10 +134,10 @@ def weighted_group_residuals(expr: sympy.Expr, symbols, red: Reduction, x, y, fi
     g, yp = red.reduce(x, y)
     rows = np.concatenate([fit_idx, test_idx])
     if not (np.all(np.isfinite(g[rows])) and np.all(np.isfinite(res[rows])) and np.all(mono[rows] > 0)):
-        return float("nan")
+        return ResidualTest()
     top = float(np.max(np.abs(yp[fit_idx])))
     scale = float(np.std(yp[fit_idx] / top)) * top if top > 0 and np.isfinite(top) else 0.0
-    return residual_r2(g[fit_idx], res[fit_idx], g[test_idx], res[test_idx], scale=scale,
+    return residual_test(g[fit_idx], res[fit_idx], g[test_idx], res[test_idx], scale=scale,
                        weight_fit=mono[fit_idx], weight_test=mono[test_idx])
 
 
@@ -181,8 +181,7 @@ def map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_idx
     # and on the groups with the rows weighted as in the target (those of y / monomial are the
     # noisiest where the monomial is small: a series refitted with the rows weighted as in the
     # target passed both others)
-    tests = [mapped.residual_test(x[fit_idx], y[fit_idx], x[test_idx], y[test_idx]), f.r2_residual,
+    tests = [mapped.residual_test(x[fit_idx], y[fit_idx], x[test_idx], y[test_idx]), f.residual,
              weighted_group_residuals(expr, symbols, red, x, y, fit_idx, test_idx)]
     log.debug("residual test: columns %s, groups %s, groups weighted %s", *tests)
-    found = [t for t in tests if np.isfinite(t)]
-    return replace(mapped, r2_residual=max(found) if found else float("nan"))
+    return replace(mapped, residual=ResidualTest.combine(tests))  # one verdict, its p adjusted over all three

@@ -15,18 +15,17 @@ from kansym.io.bundle import ModelBundle
 from kansym.prune.prune import PruneResult
 from kansym.symbolic.compose import SymbolicKAN, lambdify_formula
 from kansym.symbolic.numeric import edge_labels
-from kansym.symbolic.residuals import formula_residual_r2
+from kansym.symbolic.residuals import RESIDUAL_ALPHA, ResidualTest, formula_residual_test
 from kansym.symbolic.verify import Fidelity
 
 __all__ = ["Formula", "ClosedForm", "Discovery", "RunInterrupted", "split_holdout", "MIN_ROWS", "MIN_HOLDOUT_ROWS",
-           "R2_GAP", "RESIDUAL_R2"]
+           "R2_GAP"]
 
 MIN_ROWS = 10  # fewer rows cannot train and validate a KAN
 MIN_HOLDOUT_ROWS = 20  # fewer held-out rows than this would make a noisy verdict
 R2_GAP = 0.01  # a formula this much below the model's held-out R² is flagged
 REFERENCE_FACTOR = 10.0  # a formula with this many times the reference model's 1 - R² is flagged ...
 REFERENCE_FLOOR = 1e-4  # ... when its 1 - R² is above this
-RESIDUAL_R2 = 0.25  # held-out residuals predicted this well from their neighbours': not noise (symbolic.residuals)
 
 
 @dataclass(frozen=True)
@@ -97,12 +96,12 @@ class Formula:
         For a partial formula (:attr:`partial`), the best closed form found beside it (by
         held-out R², then complexity), which did not pass the verification (a verified one
         would have replaced the partial formula); None otherwise or when none was found.
-    r2_residual : float
-        How well the held-out rows' residuals are predicted from those of their nearest
-        fitting rows (:func:`kansym.symbolic.residuals.residual_r2`): about 0 or below when
-        the formula's error is noise, near 1 when it is a function of the inputs (the formula
-        approximates the law). NaN when there is no verdict (an exact fit to float rounding,
-        too few rows, a partial formula).
+    residual : kansym.symbolic.residuals.ResidualTest
+        Whether the held-out rows' residuals are predicted from those of their nearest
+        fitting rows better than noise allows (:func:`kansym.symbolic.residuals.residual_test`):
+        its R² (:attr:`r2_residual`: about 0 or below when the formula's error is noise, near 1
+        when it is a function of the inputs) and p-value (:attr:`p_residual`). No verdict (NaN)
+        for an exact fit to float rounding, too few rows, a partial formula.
     """
 
     expr: sympy.Expr
@@ -120,7 +119,17 @@ class Formula:
     structure: dict | None = None
     r2_reference_test: float = float("nan")
     closed_form: ClosedForm | None = None
-    r2_residual: float = float("nan")
+    residual: ResidualTest = ResidualTest()
+
+    @property
+    def r2_residual(self) -> float:
+        """The residual test's R² (:attr:`residual`); NaN: no verdict."""
+        return self.residual.r2
+
+    @property
+    def p_residual(self) -> float:
+        """The residual test's p-value (:attr:`residual`); NaN: no verdict."""
+        return self.residual.p
 
     @property
     def numeric_edges(self) -> tuple[str, ...]:
@@ -149,11 +158,12 @@ class Formula:
         ``REFERENCE_FACTOR`` = 10 times that of the reference model
         (:attr:`r2_reference_test`) and above ``REFERENCE_FLOOR`` = 1e-4 (a lack-of-fit test:
         with noise both approach the noise floor, without it an invented formula stays far
-        above the reference); when the held-out residuals are predicted from their neighbours'
-        with R² (:attr:`r2_residual`) above ``RESIDUAL_R2`` = 0.25 (the error is a function of
-        the inputs, not noise: a close approximation, which no R² threshold that noisy tables
-        also pass can catch); or when some edge fitted no primitive and stayed numeric
-        (:attr:`partial`).
+        above the reference); when the residual test (:attr:`residual`) finds the held-out
+        residuals predicted from their neighbours' better than noise allows, at p below
+        ``RESIDUAL_ALPHA`` = 0.01 (the error is a function of the inputs, not noise: a close
+        approximation, which no R² threshold that noisy tables also pass can catch; a formula
+        that is the law is flagged so at most once in a hundred tables); or when some edge
+        fitted no primitive and stayed numeric (:attr:`partial`).
         """
         notes = []
         if not np.isfinite(self.r2_test) or self.r2_test < self.r2_model_test - R2_GAP:
@@ -166,10 +176,11 @@ class Formula:
         elif self.r2_test <= 0:  # the model fails too (e.g. one outlying row dominates every squared error)
             notes.append(f"the formula's R² ({self.r2_test:.4f}) is not above 0: it explains nothing of the target's "
                          "variation")
-        if not notes and self.r2_residual > RESIDUAL_R2:
+        if not notes and self.residual.rejects:
             notes.append(f"its residuals are a function of the inputs, not noise (the held-out rows' are predicted "
-                         f"from their nearest fitting rows' with R² {self.r2_residual:.2f} > {RESIDUAL_R2}): the "
-                         "formula approximates the law without being it")
+                         f"from their nearest fitting rows' with R² {self.r2_residual:.2f}, which noise reaches with "
+                         f"p = {self.p_residual:.2g} < {RESIDUAL_ALPHA}): the formula approximates the law without "
+                         "being it")
         if self.numeric_edges:
             notes.append(f"edges {edge_labels(self.numeric_edges)} fit no primitive and stay numeric: a partial "
                          "formula, no closed form was verified")
@@ -180,10 +191,10 @@ class Formula:
         return lambdify_formula(self.expr, self.symbols)(x)
 
     def residual_test(self, x_fit: np.ndarray, y_fit: np.ndarray, x_test: np.ndarray | None = None,
-                      y_test: np.ndarray | None = None) -> float:
-        """The value :attr:`r2_residual` takes on these rows
-        (:func:`kansym.symbolic.residuals.formula_residual_r2`); NaN for a partial formula."""
-        return float("nan") if self.partial else formula_residual_r2(self, x_fit, y_fit, x_test, y_test)
+                      y_test: np.ndarray | None = None) -> ResidualTest:
+        """The residual test on these rows (:func:`kansym.symbolic.residuals.formula_residual_test`);
+        no verdict for a partial formula."""
+        return ResidualTest() if self.partial else formula_residual_test(self, x_fit, y_fit, x_test, y_test)
 
 
 @dataclass(frozen=True)

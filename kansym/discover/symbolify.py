@@ -214,7 +214,7 @@ def symbolify_bundle(
     )
     # the residual test on the rows, in the working units (none held out: the odd rows
     # predicted from the even ones)
-    formulas = tuple(replace(f, r2_residual=f.residual_test(xw, yw[:, k])) for k, f in enumerate(formulas))
+    formulas = tuple(replace(f, residual=f.residual_test(xw, yw[:, k])) for k, f in enumerate(formulas))
     formulas = tuple(formula_to_table(f, scales, k) for k, f in enumerate(formulas))
     for k, f in enumerate(formulas):
         check_representable(f, x, y[:, k], scales)

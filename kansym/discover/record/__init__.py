@@ -32,8 +32,10 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
 ``r2_model_test``,  when ``n_test`` is 0)
 ``n_test``
 ``r2_reference_test`` R² on the held-out rows of a KAN trained without sparsification, or null
-``r2_residual``     R² of the held-out residuals predicted from the nearest fitting rows' (above
-                    0.25: the error is a function of the inputs), or null (no verdict)
+``r2_residual``,    the residual test (:class:`kansym.symbolic.residuals.ResidualTest`): R² of the
+``p_residual``,     held-out residuals predicted from the nearest fitting rows', the probability
+``residual_``       that noise is predicted as well (below 0.01: the error is a function of the
+``statistics``      inputs) and the number of statistics it is adjusted over; null: no verdict
 ``warning``         why the formula is not a verified answer, or null
 ``status``          ``verified`` (no warning), ``unverified`` (a closed form with a warning) or
                     ``partial`` (numeric edges: ``sympy`` holds opaque functions, no closed form

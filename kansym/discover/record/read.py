@@ -20,6 +20,7 @@ from kansym.symbolic.fit import EdgeFit
 from kansym.symbolic.numeric import NumericEdge
 from kansym.symbolic.parse import parse_formula
 from kansym.symbolic.pareto import FrontEntry
+from kansym.symbolic.residuals import ResidualTest
 from kansym.symbolic.verify import Fidelity
 
 __all__ = ["FormulaRecord", "read_record", "sibling_record"]
@@ -176,7 +177,17 @@ class FormulaRecord:
                        n_test=int(d.get("n_test", 0)), front=front, origin=str(d.get("origin", "kan")),
                        reason=str(d.get("reason", "")), closed_form=closed, structure=structure,
                        r2_reference_test=float(nan if d.get("r2_reference_test") is None else d["r2_reference_test"]),
-                       r2_residual=float(nan if d.get("r2_residual") is None else d["r2_residual"]))
+                       residual=self._residual())
+
+    def _residual(self) -> ResidualTest:
+        """The residual test's verdict. A record written before ``p_residual`` held the R² only
+        where it was significant (at p < 0.05), 0 elsewhere: a positive one reads as p = 0."""
+        d, nan = self.data, float("nan")
+        r2 = float(nan if d.get("r2_residual") is None else d["r2_residual"])
+        if "p_residual" not in d:
+            return ResidualTest(r2, 0.0 if r2 > 0 else nan, 1)
+        return ResidualTest(r2, float(nan if d["p_residual"] is None else d["p_residual"]),
+                            int(d.get("residual_statistics", 1)))
 
     def check(self) -> "FormulaRecord":
         """Read every field of the record that becomes a value, once (:func:`read_record` calls it).

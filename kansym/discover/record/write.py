@@ -65,6 +65,8 @@ def formula_record(formula: Formula, bundle: Any = None, symbolic: Any = None, *
         "r2_model_test": formula.r2_model_test,
         "r2_reference_test": formula.r2_reference_test if np.isfinite(formula.r2_reference_test) else None,
         "r2_residual": formula.r2_residual if np.isfinite(formula.r2_residual) else None,
+        "p_residual": formula.p_residual if np.isfinite(formula.p_residual) else None,
+        "residual_statistics": formula.residual.statistics,
         "n_test": formula.n_test,
         "warning": formula.warning,
         "status": formula.status,
