@@ -67,6 +67,7 @@ REFINED = 2  # recombinations refined on the data, of those best after a refit o
 RETRY_FACTOR = 3.0  # a structure whose best formula misses the data by more oracle errors is tried again
 MAX_DEPTH = 6
 SIMPLE = 4  # a leaf whose best form has at most this complexity (c x^k, c + x) needs no second search
+FIRST_REFINE_SECONDS = 10.0  # the best recombination's refinement once the search's share is up: at most this long
 
 def _central_rows(z: np.ndarray, k: int = 64) -> np.ndarray:
     """Indices of the ``k`` data rows nearest the per-input medians (scaled by the
@@ -348,7 +349,9 @@ def _refined(raws, symbols, x, y, rows, complexity_weight, deadline) -> list[Dir
     """The recombinations' coefficients refitted on the data (a cheap screen), the best
     ``REFINED`` distinct ones refined (:func:`kansym.symbolic.refine.refine`) and tidied.
 
-    The screen scores each with the complexity it would have with every float exact (a
+    The best of the screen is refined also when ``deadline`` is up (for at most
+    ``FIRST_REFINE_SECONDS``; the direct search, too, always refines its best), the others only
+    while it is not. The screen scores each with the complexity it would have with every float exact (a
     refinement makes a float one exact node; ``V pr / (c1 gamma - c2)`` with 4 floats is 5
     nodes then): by its raw complexity the law lost to an approximation with fewer floats.
     Recombinations equal to an earlier one to 1e-9 in error and complexity count once.
@@ -364,10 +367,13 @@ def _refined(raws, symbols, x, y, rows, complexity_weight, deadline) -> list[Dir
     log.debug("structure: recombinations refitted on the data: %s",
               "; ".join(f"{e} ({err:.3g})" for err, _, _, e in screened[:4]))
     candidates = []
-    for *_, expr in screened[:REFINED]:
+    for n, (*_, expr) in enumerate(screened[:REFINED]):
         try:
             if not time_is_up(deadline):
                 expr = refine(expr, symbols, x[rows], y[rows], deadline=deadline)
+            elif n == 0:  # the best is refined anyway (as the direct search's is): its pieces' fitted offsets
+                # and scales printed as they are were the answer to a law at 1 % noise, (-0.0013 + 1/e)*(...)
+                expr = refine(tidy(expr), symbols, x[rows], y[rows], deadline=Deadline(FIRST_REFINE_SECONDS))
         except (ValueError, ArithmeticError) as exc:  # a refit that leaves the formula's domain
             log.debug("structure: refinement failed (%s); keeping the refitted constants", exc)
         expr = tidy(expr)

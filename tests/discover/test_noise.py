@@ -141,3 +141,27 @@ def test_the_data_screen_judges_recombinations_as_refined_forms():
     rows = np.arange(2000)
     found = _refined([approx, approx * sympy.Float(1.0 + 1e-13), floats], syms, z, y, rows, 0.05, None)
     assert any(sympy.simplify(c.expr - v * p / (g - 1)) == 0 for c in found), [c.expr for c in found]
+
+
+def test_the_best_recombination_is_refined_after_the_search_ran_out_of_time():
+    """Regression (Feynman II.6.15b without units at noise 0.01): the structure search reached its
+    share of the time limit before refining its recombination, and 0.1197 p (-0.0013 + 1/e)
+    (sin(2 t) + 0.00038)/r^3, the pieces' fitted offsets kept, was printed without a warning
+    (a 0.6 s refinement makes it the law). The best is refined whatever the clock says."""
+    from kansym.deadline import Deadline
+    from kansym.discover.separate import _refined
+
+    syms = _symbols(["p", "e", "t", "r"])
+    p, e, t, r = syms
+    rng = np.random.default_rng(0)
+    z = np.column_stack([rng.uniform(1, 3, 4000), rng.uniform(1, 3, 4000), rng.uniform(1, 3, 4000),
+                         rng.uniform(1, 3, 4000)])
+    law = 3 * z[:, 0] * np.sin(2 * z[:, 2]) / (8 * np.pi * z[:, 1] * z[:, 3] ** 3)
+    y = law + rng.normal(0, 0.01 * np.sqrt(np.mean(law ** 2)), law.size)
+    raw = sympy.Float(0.119725) * p * (sympy.Float(-0.0013) + 1 / e) * (sympy.sin(2 * t) + sympy.Float(0.00038)) / r ** 3
+    expired = Deadline(1.0, clock=iter([0.0] + [5.0] * 1000).__next__)
+    assert expired.expired()
+    found = _refined([raw], syms, z, y, np.arange(3000), 0.05, expired)
+    assert len(found) == 1 and is_exact_recovery(3 * p * sympy.sin(2 * t) / (8 * sympy.pi * e * r ** 3), found[0].expr,
+                                                 symbols=syms), found[0].expr
+    assert not found[0].expr.atoms(sympy.Float)
