@@ -212,8 +212,9 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         result = discover(x, y_fit[:, None], list(eq.names), [eq.output], config, progress=False)
     seconds = time.perf_counter() - t0
     formula = result.formulas[0]
+    used = [list(eq.names).index(s.name) for s in formula.symbols]  # a screened run's formula: the kept columns
     with np.errstate(all="ignore"):
-        pred = formula(data.x_test)
+        pred = formula(data.x_test[:, used])
     r2_test = r2_score(data.y_test, pred) if np.all(np.isfinite(pred)) else None
     recovered = bool(is_exact_recovery(eq.truth_on_ranges(), formula.expr, symbols=list(eq.names),
                                        domain=(eq.lows, eq.highs)))
@@ -226,7 +227,7 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         "r2_test": r2_test,
         "r2_model_test": formula.r2_model_test,  # the model's R² on the pipeline's own held-out rows
         "r2_formula_heldout": formula.r2_test, "r2_reference_test": formula.r2_reference_test,  # the same rows
-        "r2_residual": formula.r2_residual,  # the residual test (kansym.symbolic.residuals); NaN: no verdict
+        "r2_residual": formula.r2_residual, "p_residual": formula.p_residual,  # the residual test; NaN: no verdict
         "warning": formula.warning,
         "origin": formula.origin,  # which search found it: kan, direct search, structure
         "complexity": int(sympy.count_ops(formula.expr)),

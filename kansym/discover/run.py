@@ -42,6 +42,7 @@ from kansym.io.bundle import ModelBundle
 from kansym.prune.scores import edge_scores
 from kansym.symbolic.compose import input_symbols
 from kansym.symbolic.direct import DirectCandidate, direct_search
+from kansym.symbolic.monomial import monomial_candidate
 from kansym.symbolic.pareto import expression_complexity
 
 __all__ = ["discover", "train", "check_run", "Rows"]
@@ -288,21 +289,31 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
 
 def _search_whole(rows: Rows, input_names, output_names, config: DiscoverConfig, progress, deadline: Deadline,
                   stages: Stages) -> tuple[list[DirectCandidate] | None, float]:
-    """The search before the KAN: the direct search (1-2 inputs) or the structure search
-    (3 or more, on an oracle KAN); its candidates (None: neither ran) and the oracle's R²."""
+    """The search before the KAN: the direct search (1-2 inputs) or the structure search (3 or
+    more, on an oracle KAN), each with the product of powers read off the rows above the noise
+    (:func:`kansym.symbolic.monomial.monomial_candidate`); its candidates (None: neither ran) and
+    the oracle's R²."""
     d_in, d_out = rows.x.shape[1], rows.y.shape[1]
+
+    def noise_floor() -> float | None:  # the constants' noise floor: a smooth fit's held-out error
+        return None if rows.x_test is None else interaction_error(rows.x_train, rows.y_train[:, 0], rows.x_test,
+                                                                  rows.y_test[:, 0])
+
     if wants_direct_search(config, d_in, d_out):
         stages.start("direct search", f"formulas of {', '.join(input_names)} searched whole")
-        # the constants' noise floor: a smooth fit's held-out error (structure.interaction_error)
-        noise = None if rows.x_test is None else interaction_error(rows.x_train, rows.y_train[:, 0], rows.x_test,
-                                                                   rows.y_test[:, 0])
-        return direct_search(rows.x, rows.y[:, 0], input_symbols(input_names),
-                             complexity_weight=config.complexity_weight, noise=noise,
-                             deadline=stage_deadline(deadline, "direct search")), float("nan")
+        noise, share = noise_floor(), stage_deadline(deadline, "direct search")
+        found = direct_search(rows.x, rows.y[:, 0], input_symbols(input_names),
+                              complexity_weight=config.complexity_weight, noise=noise, deadline=share)
+        monomial = monomial_candidate(rows.x, rows.y[:, 0], input_symbols(input_names), noise=noise, deadline=share)
+        return found + ([] if monomial is None else [monomial]), float("nan")
     if wants_structure(config, d_in, d_out):
-        stages.start("structure search", "an unsparsified KAN as oracle, then the law split into laws of 1-2 inputs")
-        return structure_stage(rows, input_names, output_names, config, progress,
-                               deadline=stage_deadline(deadline, "direct search"))
+        stages.start("structure search", "a product of powers, then an unsparsified KAN as oracle and the law split "
+                     "into laws of 1-2 inputs")
+        share = stage_deadline(deadline, "direct search")
+        monomial = monomial_candidate(rows.x, rows.y[:, 0], input_symbols(input_names), noise=noise_floor(),
+                                      deadline=share)
+        found, reference = structure_stage(rows, input_names, output_names, config, progress, deadline=share)
+        return ([] if monomial is None else [monomial]) + found, reference
     return None, float("nan")
 
 
@@ -310,7 +321,7 @@ def _referenced(found: Discovery, r2_reference: float, rows: Rows) -> Discovery:
     """``found`` with what its formulas' verification needs beyond their R²: the reference
     model's held-out R² and the residual test (:attr:`Formula.r2_residual`)."""
     return replace(found, formulas=tuple(
-        replace(f, r2_reference_test=r2_reference, r2_residual=f.residual_test(
+        replace(f, r2_reference_test=r2_reference, residual=f.residual_test(
             rows.x, rows.y[:, k], rows.x_test, None if rows.y_test is None else rows.y_test[:, k]))
         for k, f in enumerate(found.formulas)))
 
