@@ -222,7 +222,8 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         "id": eq.id,
         "recovered": recovered and seconds <= args.time_limit,
         "formula": str(formula.expr),
-        "guardrails": list(printed_guardrail_flags(printed_expressions(formula))),  # what kansym fit prints
+        "guardrails": list(printed_guardrail_flags(printed_expressions(formula), formula.symbols,  # what fit prints
+                                                   data.x_test[:, used])),
         "closed_form": None if formula.closed_form is None else str(formula.closed_form.expr),
         "r2_test": r2_test,
         "r2_model_test": formula.r2_model_test,  # the model's R² on the pipeline's own held-out rows

@@ -268,7 +268,7 @@ def score(eq, expr: sympy.Expr, rows: Rows) -> dict:
     return {"recovered": bool(is_exact_recovery(eq.truth_on_ranges(), expr, symbols=list(eq.names),
                                                 domain=(eq.lows, eq.highs))),
             "formula": str(expr), "r2_test": r2, "complexity": int(sympy.count_ops(expr)),
-            "guardrails": list(guardrail_flags(expr))}
+            "guardrails": list(guardrail_flags(expr, syms, rows.x_test))}
 
 
 def run_peer(peer: str, eq, rows: Rows, time_limit: float, seed: int) -> dict:

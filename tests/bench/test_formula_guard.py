@@ -3,6 +3,7 @@
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import sympy
 from sympy.utilities.lambdify import implemented_function
@@ -80,3 +81,16 @@ def test_every_law_of_the_dev_equations_is_clean():
 
     flagged = {e.id: fg.guardrail_flags(e.truth()) for e in feynman.load_equations(csv)}
     assert {k: v for k, v in flagged.items() if v} == {}
+
+
+def test_a_term_below_a_millionth_of_its_sum_is_flagged_on_rows():
+    """Issue 34, point 4: ``(m_0 + 1.86e-17)/sqrt(1 - v**2/c**2)`` keeps a constant inside the noise."""
+    m, v, c = sympy.symbols("m_0 v c", positive=True)
+    rows = np.random.default_rng(0).uniform([1, 1, 3], [5, 2, 10], (200, 3))
+    junk = (m + sympy.Float(1.86e-17)) / sympy.sqrt(1 - v**2 / c**2)
+    assert fg.guardrail_flags(junk, [m, v, c], rows) == ("negligible_term",)
+    assert fg.guardrail_flags(junk) == ()  # without rows: not judged
+    assert fg.guardrail_flags(m / sympy.sqrt(1 - v**2 / c**2) + sympy.Float(1e-3) * v, [m, v, c], rows) == ()
+    assert fg.guardrail_flags(m + sympy.Float(1e-9) * v * c, [m, v, c], rows) == ("negligible_term",)
+    edge = sympy.Function("phi_0_0_0")
+    assert fg.guardrail_flags(edge(m) + sympy.Float(1e-30), [m, v, c], rows) == ("opaque_function",)
