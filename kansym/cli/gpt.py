@@ -86,6 +86,7 @@ def train_command(ctx, text, out_dir, resume, force, quiet, no_amp, compile_, **
     from kansym.cli.common import check_device
     from kansym.errors import ConfigError
     from kansym.gpt.config import GPTTrainConfig, KANGPTConfig
+    from kansym.gpt.data import load_char_data
     from kansym.gpt.train import train
     from kansym.io.checkpoint import load_checkpoint
 
@@ -116,6 +117,8 @@ def train_command(ctx, text, out_dir, resume, force, quiet, no_amp, compile_, **
             config = GPTTrainConfig.from_dict(saved).replace(**changes)
         if not given & set(_MODEL_OPTIONS):
             model_config = None
+    if not resume:  # a text it cannot train on is refused before the output folder is made
+        load_char_data(text, val_fraction=config.val_fraction)
     prepare_out_dir(out_dir, ["best.pt", "last.pt", "log.jsonl"], force=force or resume, protect=[text])
     progress = not quiet and sys.stderr.isatty()
     result = train(model_config, config, text, out_dir, resume=resume, overwrite=force, progress=progress)
@@ -155,7 +158,7 @@ def sample_command(checkpoint, prompt, tokens, temperature, top_k, seed, device,
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Pruned checkpoint.")
 @click.option("--text", default=None, type=click.Path(path_type=Path), help="Also report val loss before and after on this text; needed by --score sample and output.")
 @click.option("--score", default="weight", show_default=True, type=click.Choice(["weight", "sample", "output"]), help="Unit strength: min of strongest in/out edge, weight-based (|w_b| + |w_s| mean|c|) or sampled mean |phi(x)| (KAN paper eq. 2.17); or 'output', the RMS norm of the unit's contribution to the FFN output. sample/output use --score-batches training batches of --text.")
-@click.option("--score-batches", default=8, show_default=True, help="Training batches (batch size x block size tokens each) for --score sample and output.")
+@click.option("--score-batches", default=8, show_default=True, type=click.IntRange(min=1), help="Training batches (batch size x block size tokens each) for --score sample and output.")
 @click.option("--relative", is_flag=True, help="theta is a fraction of each layer's strongest unit instead of an absolute score.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @common_options
@@ -176,6 +179,8 @@ def prune_command(checkpoint, theta, output, text, score, score_batches, relativ
     check_device(device)
     if score != "weight" and text is None:
         raise CLIError(f"--score {score} needs --text (the tokens the edges are sampled on)")
+    if relative and not 0 < theta <= 1:
+        raise CLIError(f"with --relative, --theta is a fraction of each layer's strongest unit in (0, 1], got {theta:g}")
     check_output_file(output, force=force, protect=[checkpoint] + ([text] if text else []))
     loaded = load_gpt(checkpoint)
     data = config = idx = None

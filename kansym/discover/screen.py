@@ -233,8 +233,12 @@ def screen_inputs(x: np.ndarray, y: np.ndarray, input_names: Sequence[str],
         cols, p, level = marginal_screen(x[tr], y[tr], _smooth_residual, forced, cap=smooth_capacity(n_fit),
                                          alpha=ALPHA, degree=DEGREE, min_kept=MIN_INPUTS)
         marginal = dict(marginal_kept=cols, marginal_p=tuple(map(float, p)), marginal_threshold=level)
-        log.info("input screening: the marginal pre-screen of %d columns kept %d (%s; p < %.3g), the permutation "
-                 "tests see only those", d, len(cols), ", ".join(names[i] for i in cols), level)
+        passed = [i for i in cols if p[i] < level]
+        log.info("input screening: the marginal pre-screen of %d columns kept %d (%s): %s, the permutation tests see "
+                 "only those", d, len(cols), ", ".join(names[i] for i in cols),
+                 f"p < {level:.3g}" if len(passed) == len(cols) else
+                 f"{len(passed)} with p < {level:.3g}, the others kept anyway (--keep-inputs, or the most "
+                 "significant of the rest)")
     xs = x if len(cols) == d else x[:, list(cols)]  # (N, len(cols))
     space = choose_space(xs[tr], y[tr], table_space(config.space, x, y))
     g = np.log if space == "log" else (lambda a: a)

@@ -69,6 +69,9 @@ def test_train_resume_sample_prune_edges(runner, text_file, tmp_path):
     assert report["score"] == "output" and report["relative"] and 1 <= report["hidden_after"] <= report["hidden_before"]
     one_line_error(runner.invoke(cli, ["gpt", "prune", str(out / "last.pt"), "--score", "sample", "-o", str(sampled), "--force"]),
                    "--text")
+    for bad, needle in [(["--score-batches", "0"], "--score-batches"), (["--relative", "--theta", "2"], "(0, 1]")]:
+        one_line_error(runner.invoke(cli, ["gpt", "prune", str(out / "last.pt"), "--score", "output", *bad, "-o",
+                                           str(sampled), "--force", "--text", str(text_file)]), needle)
 
     png = tmp_path / "edges.png"
     result = runner.invoke(cli, ["gpt", "edges", str(pruned), "--layer", "1", "-o", str(png)])
@@ -82,6 +85,11 @@ def test_train_resume_sample_prune_edges(runner, text_file, tmp_path):
 def test_missing_text_file(runner, tmp_path):
     result = runner.invoke(cli, ["gpt", "train", "--text", str(tmp_path / "nope.txt"), "-o", str(tmp_path / "o")])
     one_line_error(result, "does not exist")
+    assert not (tmp_path / "o").exists()  # refused before the output folder was made
+    binary = tmp_path / "random.pt"
+    binary.write_bytes(bytes(range(256)) * 4)
+    one_line_error(runner.invoke(cli, ["gpt", "train", "--text", str(binary), "-o", str(tmp_path / "o")]), "random.pt")
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("args, needle", [

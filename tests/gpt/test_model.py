@@ -12,7 +12,7 @@ from kansym.nn.bases import BASES
 
 from .conftest import tiny_config
 
-FFNS = ["mlp", "kan", "kan-residual", "mlp,kan", "swiglu", "grkan", "grkan,swiglu"]
+FFNS = ["mlp", "kan", "kan-residual", "mlp,kan", "swiglu", "grkan", "grkan,swiglu", "cheby", "cheby,mlp"]
 
 
 @pytest.mark.parametrize("ffn", FFNS)
@@ -29,7 +29,7 @@ def test_changing_a_future_token_never_changes_an_earlier_logit(ffn):
 
 
 @pytest.mark.parametrize("basis", BASES)
-@pytest.mark.parametrize("kind", ["mlp", "kan", "kan-residual"])
+@pytest.mark.parametrize("kind", ["mlp", "kan", "kan-residual", "cheby"])
 def test_every_ffn_and_basis_forward_backward(kind, basis):
     config = tiny_config(ffn=kind, kan_basis=basis)
     ffn = build_ffn(config, 0, torch.Generator().manual_seed(0)).double()
