@@ -14,6 +14,7 @@ from sympy.core.function import AppliedUndef
 from kansym.io.bundle import ModelBundle
 from kansym.prune.prune import PruneResult
 from kansym.symbolic.compose import SymbolicKAN, lambdify_formula
+from kansym.symbolic.constants import near_miss_exponents
 from kansym.symbolic.numeric import edge_labels
 from kansym.symbolic.residuals import RESIDUAL_ALPHA, ResidualTest, formula_residual_test
 from kansym.symbolic.verify import Fidelity
@@ -162,8 +163,10 @@ class Formula:
         residuals predicted from their neighbours' better than noise allows, at p below
         ``RESIDUAL_ALPHA`` = 0.01 (the error is a function of the inputs, not noise: a close
         approximation, which no R² threshold that noisy tables also pass can catch; a formula
-        that is the law is flagged so at most once in a hundred tables); or when some edge
-        fitted no primitive and stayed numeric (:attr:`partial`).
+        that is the law is flagged so at most once in a hundred tables); when an exponent stays a
+        float within 2 % of a simple rational it is not (``u**0.9997``:
+        :func:`kansym.symbolic.constants.near_miss_exponents`); or when some edge fitted no
+        primitive and stayed numeric (:attr:`partial`).
         """
         notes = []
         if not np.isfinite(self.r2_test) or self.r2_test < self.r2_model_test - R2_GAP:
@@ -181,6 +184,11 @@ class Formula:
                          f"from their nearest fitting rows' with R² {self.r2_residual:.2f}, which noise reaches with "
                          f"p = {self.p_residual:.2g} < {RESIDUAL_ALPHA}): the formula approximates the law without "
                          "being it")
+        near = near_miss_exponents(self.expr)
+        if not notes and near:
+            shown = ", ".join(f"{float(v):.6g} (near {r})" for v, r in near)
+            notes.append(f"its exponents {shown} are off the simple values they are near: the data reject those "
+                         "values (or the refinement was cut short), the mark of a law of another form there")
         if self.numeric_edges:
             notes.append(f"edges {edge_labels(self.numeric_edges)} fit no primitive and stay numeric: a partial "
                          "formula, no closed form was verified")

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 import sympy
 
 __all__ = ["CONTEXTS", "NAMED", "MAX_DIGITS", "MAX_NAMED_NUMERATOR", "Exact", "constant_contexts", "exact_candidates",
-           "integer_bits", "rational_bits", "float_bits", "precision_step", "round_to_step", "too_long"]
+           "integer_bits", "rational_bits", "float_bits", "precision_step", "round_to_step", "too_long",
+           "near_miss_exponents"]
 
 # strictest first: a float found in two places takes the stricter one's candidates
 CONTEXTS = ("exponent", "log_factor", "phase", "offset", "factor")
@@ -57,6 +58,8 @@ NAME_BITS = math.log2(len(NAMED) + 1)  # which named constant, or none
 MAX_NAMED_NUMERATOR = 99
 OFFSET_NAMED_DENOMINATOR = 2  # an additive offset may be p*pi/q or p*pi**2/q with q <= 2
 FLOAT_BIT = 1.0  # "this constant is a float": two nodes of the complexity, not one
+NEAR_MISS = 0.02  # a float exponent this near (relative) a simple rational it is not: no verified power
+NEAR_MISS_DENOMINATOR = 4  # simple: k, k/2, k/3, k/4
 
 
 @dataclass(frozen=True)
@@ -243,3 +246,31 @@ def round_to_step(c: float, step: float) -> float:
         return float(c)
     k = -math.floor(math.log10(step) + 1e-9)
     return float(round(c, k)) if k > 0 else float(round(c / step) * step)
+
+
+def near_miss_exponents(expr: sympy.Expr, *, rel_tol: float = NEAR_MISS,
+                        max_denominator: int = NEAR_MISS_DENOMINATOR) -> list[tuple[sympy.Float, sympy.Rational]]:
+    """The float exponents of ``expr`` within ``rel_tol`` of a simple rational (denominator at most
+    ``max_denominator``) that they are not: ``x**0.99969`` near 1, ``x**0.87397`` near 7/8.
+
+    A refined formula keeps such a float only when the data reject the simple value it is near
+    (the snap's test, :func:`kansym.symbolic.snap.snap_constants`) or its refinement was cut
+    short. Either way the form is not verified: a power whose best exponent is significantly off
+    a near simple value is the mark of a law of another form there (``sqrt(1 + 3 u^2)`` fitted
+    as ``u^0.9997``, the large-``u`` limit, a correction where ``u`` is small).
+
+    Returns
+    -------
+    list of (Float, Rational)
+        Each such exponent and the rational it is near, in the order of ``expr``'s powers.
+    """
+    out = []
+    for power in sympy.preorder_traversal(sympy.sympify(expr)):
+        if not (isinstance(power, sympy.Pow) and isinstance(power.exp, sympy.Float)):
+            continue
+        v = float(power.exp)
+        near = sympy.Rational(v).limit_denominator(max_denominator)
+        off = abs(v - float(near))
+        if near != 0 and 1e-9 * abs(v) < off <= rel_tol * abs(float(near)) and (power.exp, near) not in out:
+            out.append((power.exp, near))
+    return out

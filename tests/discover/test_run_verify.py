@@ -32,6 +32,10 @@ def test_warning_rule():
     w = _formula(X1, 0.98, 0.9995).warning
     assert "below the model's (0.9995) by more than 0.01" in w
     assert _formula(X1, math.nan, 0.9995).warning is not None
+    # a power whose exponent stays just off 1 (a random law at 1 % noise: sqrt(1 + 3 u^2) as u**0.99969)
+    near = _formula(4 * X1 ** sympy.Float(0.99969), 0.9999, 0.9998).warning
+    assert near is not None and "0.99969 (near 1) are off the simple values" in near
+    assert _formula(4 * X1 ** sympy.Rational(3, 2), 0.9999, 0.9998).warning is None
 
 
 def test_cli_prints_held_out_r2_next_to_formula_and_the_warning(capsys):

@@ -206,3 +206,16 @@ def test_a_named_constant_takes_a_short_coefficient_only():
     assert all(abs(sympy.fraction(c.expr / b)[0]) < 100 for c in exact_candidates(281380.0, "factor", 50.0)
                for b in (sympy.pi, 1 / sympy.pi, sympy.pi ** 2, sympy.pi ** -2, sympy.pi ** 3, sympy.pi ** -3)
                if (c.expr / b).is_Rational)
+
+
+def test_a_float_exponent_just_off_a_simple_value_is_a_near_miss():
+    from kansym.symbolic.constants import near_miss_exponents
+
+    x, y = sympy.symbols("x y", positive=True)
+    # a random law at 1 % noise: sqrt(1 + 3 u^2) came back as the power u**0.99969 of its large-u limit
+    assert near_miss_exponents(4 * x ** sympy.Float(0.99969) * y) == [(sympy.Float(0.99969), 1)]
+    assert near_miss_exponents(x ** sympy.Float(1.49937) / y ** sympy.Float(0.4996)) == [
+        (sympy.Float(1.49937), sympy.Rational(3, 2)), (sympy.Float(-0.4996), sympy.Rational(-1, 2))]
+    # far from every simple value, or exactly one written as a float: nothing to say
+    assert near_miss_exponents(x ** sympy.Float(0.2221) + y ** sympy.Float(1.0478)) == []
+    assert near_miss_exponents(x ** sympy.Float(1.5) + x ** sympy.Rational(3, 2)) == []
