@@ -19,8 +19,11 @@ It is the classical lack-of-fit test of regression (Draper & Smith, "Applied Reg
 Analysis", 3rd ed., 1998, ch. 2), which needs rows with repeated inputs, with nearest
 neighbours standing in for the repeats; its significance comes from a permutation test
 (Good, "Permutation, Parametric and Bootstrap Tests of Hypotheses", 3rd ed., 2005): the
-fitting rows' residuals shuffled ``PERMUTATIONS`` = 999 times give the R² that noise gives, and
-the p-value is the share of them at least as large as the observed one. The verdict
+fitting rows' residuals shuffled up to ``PERMUTATIONS`` = 999 times give the R² that noise gives,
+and the p-value is the share of them at least as large as the observed one, drawn sequentially:
+the shuffling stops once ``EXCEEDANCES`` = 10 are as large, with ``p = 10 / (shuffles drawn)``
+(Besag & Clifford 1991, "Sequential Monte Carlo p-values", Biometrika 78:301), so residuals that
+are noise cost a few dozen shuffles and only a small p-value all 999. The verdict
 (:class:`ResidualTest`) rejects "the residuals are noise" when that p-value, Bonferroni-adjusted
 over every statistic computed, is below ``RESIDUAL_ALPHA`` = 0.01: a formula that is the law
 is flagged at most once in a hundred tables. Its effect size, the R², decides nothing: at 1 %
@@ -47,7 +50,9 @@ __all__ = ["ResidualTest", "residual_test", "formula_residual_test", "RESIDUAL_A
 RESIDUAL_K = 10  # neighbours whose mean residual predicts a row's
 EXACT_RELATIVE = 1e-8  # residual RMS below this times std(y): float rounding, the law is exact
 MIN_RESIDUAL_ROWS = 40  # fewer rows on either side give no verdict
-PERMUTATIONS = 999  # null draws of each statistic: p-values down to 0.001
+PERMUTATIONS = 999  # null draws of each statistic at most: p-values down to 0.001
+EXCEEDANCES = 10  # ... fewer once this many are as large as the observed value (p >= 10/999 then)
+FIRST_BATCH = 32  # shuffles drawn at once first (doubling after): noise stops after a few dozen
 RESIDUAL_ALPHA = 0.01  # false-alarm rate: a formula that is the law is flagged at most this often
 PERMUTATION_VALUES = 2_000_000  # numbers gathered at once by a batch of shuffles (memory, not results)
 MAX_INDEX_ROWS = 20_000  # fitting rows searched (evenly spaced), and at most a quarter of that predicted
@@ -222,12 +227,15 @@ def _neighbour_r2(r_fit: np.ndarray, r_test: np.ndarray, idx: np.ndarray,
         return 1.0 - np.einsum("bm,bm->b", w_test * e, e) / sst
 
     observed = float(r2(np.arange(r_fit.size)[None])[0])
-    batch = max(1, PERMUTATION_VALUES // (idx.size + r_fit.size))
-    as_large = 0
-    for start in range(0, PERMUTATIONS, batch):
-        orders = rng.permuted(np.broadcast_to(np.arange(r_fit.size), (min(batch, PERMUTATIONS - start), r_fit.size)),
-                              axis=1)
-        as_large += int(np.sum(r2(orders) >= observed))
+    most = max(1, PERMUTATION_VALUES // (idx.size + r_fit.size))
+    drawn = as_large = 0
+    while drawn < PERMUTATIONS:  # Besag & Clifford's sequential p-value: stop at EXCEEDANCES shuffles as large
+        batch = min(FIRST_BATCH << (drawn // FIRST_BATCH).bit_length(), most, PERMUTATIONS - drawn)
+        orders = rng.permuted(np.broadcast_to(np.arange(r_fit.size), (batch, r_fit.size)), axis=1)
+        running = as_large + np.cumsum(r2(orders) >= observed)
+        if running[-1] >= EXCEEDANCES:
+            return observed, EXCEEDANCES / (drawn + 1 + int(np.argmax(running >= EXCEEDANCES)))
+        drawn, as_large = drawn + batch, int(running[-1])
     return observed, (1 + as_large) / (PERMUTATIONS + 1)
 
 
