@@ -241,6 +241,8 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         "reduction": None if not use_units or result.reduction is None else result.reduction.to_dict(),
         "timed_out": seconds > args.time_limit,
         "cut_short": list(result.cut_short),  # what kansym's own time limit cut (empty: nothing)
+        # the Pareto front as printed (complexity, held-out R², formula): what else fitted, for later analysis
+        "front": [[e.complexity, e.r2, str(e.expr)] for e in formula.front],
     }
 
 
