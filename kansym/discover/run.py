@@ -319,7 +319,7 @@ def _search_whole(rows: Rows, input_names, output_names, config: DiscoverConfig,
 
 def _referenced(found: Discovery, r2_reference: float, rows: Rows) -> Discovery:
     """``found`` with what its formulas' verification needs beyond their R²: the reference
-    model's held-out R² and the residual test (:attr:`Formula.r2_residual`)."""
+    model's held-out R² and the residual test (:attr:`Formula.residual`)."""
     return replace(found, formulas=tuple(
         replace(f, r2_reference_test=r2_reference, residual=f.residual_test(
             rows.x, rows.y[:, k], rows.x_test, None if rows.y_test is None else rows.y_test[:, k]))
