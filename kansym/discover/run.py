@@ -42,7 +42,7 @@ from kansym.io.bundle import ModelBundle
 from kansym.prune.scores import edge_scores
 from kansym.symbolic.compose import input_symbols
 from kansym.symbolic.direct import DirectCandidate, direct_search
-from kansym.symbolic.monomial import monomial_candidate
+from kansym.symbolic.monomial import monomial_candidates
 from kansym.symbolic.pareto import expression_complexity
 
 __all__ = ["discover", "train", "check_run", "Rows"]
@@ -290,8 +290,8 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
 def _search_whole(rows: Rows, input_names, output_names, config: DiscoverConfig, progress, deadline: Deadline,
                   stages: Stages) -> tuple[list[DirectCandidate] | None, float]:
     """The search before the KAN: the direct search (1-2 inputs) or the structure search (3 or
-    more, on an oracle KAN), each with the product of powers read off the rows above the noise
-    (:func:`kansym.symbolic.monomial.monomial_candidate`); its candidates (None: neither ran) and
+    more, on an oracle KAN), each with the products of powers and sums of two read off the noisy
+    rows (:func:`kansym.symbolic.monomial.monomial_candidates`); its candidates (None: neither ran) and
     the oracle's R²."""
     d_in, d_out = rows.x.shape[1], rows.y.shape[1]
 
@@ -304,16 +304,16 @@ def _search_whole(rows: Rows, input_names, output_names, config: DiscoverConfig,
         noise, share = noise_floor(), stage_deadline(deadline, "direct search")
         found = direct_search(rows.x, rows.y[:, 0], input_symbols(input_names),
                               complexity_weight=config.complexity_weight, noise=noise, deadline=share)
-        monomial = monomial_candidate(rows.x, rows.y[:, 0], input_symbols(input_names), noise=noise, deadline=share)
-        return found + ([] if monomial is None else [monomial]), float("nan")
+        return found + monomial_candidates(rows.x, rows.y[:, 0], input_symbols(input_names), noise=noise,
+                                           deadline=share), float("nan")
     if wants_structure(config, d_in, d_out):
         stages.start("structure search", "a product of powers, then an unsparsified KAN as oracle and the law split "
                      "into laws of 1-2 inputs")
         share = stage_deadline(deadline, "direct search")
-        monomial = monomial_candidate(rows.x, rows.y[:, 0], input_symbols(input_names), noise=noise_floor(),
-                                      deadline=share)
+        monomial = monomial_candidates(rows.x, rows.y[:, 0], input_symbols(input_names), noise=noise_floor(),
+                                       deadline=share)
         found, reference = structure_stage(rows, input_names, output_names, config, progress, deadline=share)
-        return ([] if monomial is None else [monomial]) + found, reference
+        return monomial + found, reference
     return None, float("nan")
 
 
