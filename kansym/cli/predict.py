@@ -42,12 +42,11 @@ def predict_command(checkpoint, data, formula_path, output, force, seed, device,
     """
     import pandas as pd
 
-    from kansym.discover.record import read_record, sibling_record
+    from kansym.discover.record import read_record
     from kansym.discover.reduced import model_columns, model_target, outside_training_range, predict_columns
     from kansym.errors import DataError
     from kansym.io.bundle import ModelBundle
     from kansym.io.tabular import columns_from_frame, read_frame
-    from kansym.symbolic.verify import r2_score
 
     setup_logging(quiet)
     check_device(device)
@@ -64,17 +63,7 @@ def predict_command(checkpoint, data, formula_path, output, force, seed, device,
     columns, targets = model_columns(bundle), model_target(bundle)  # a --units model: the groups' columns
     frame = read_frame(rows)
     x = columns_from_frame(frame, list(columns), source=str(rows))
-    if formula_path is not None:
-        record = read_record(formula_path)
-        if not record.belongs_to(bundle):
-            raise DataError(f"{formula_path} describes {record.target}({', '.join(record.inputs)}), not this "
-                            f"checkpoint's {', '.join(targets)}({', '.join(columns)}); pass the formula.json written with it")
-    else:
-        record = sibling_record(src, bundle)
-        if record is not None and record.numeric_edges:
-            record = None
-        if record is not None and not quiet:
-            click.echo(f"using the formula of {record.source} (give --formula to choose another)", err=True)
+    record = _formula_record(formula_path, src, bundle, quiet)
     result = pd.DataFrame({name: x[:, i] for i, name in enumerate(columns)})
     y_model = predict_columns(bundle, x)  # (N, d_out)
     for k, target in enumerate(targets):
@@ -90,6 +79,45 @@ def predict_command(checkpoint, data, formula_path, output, force, seed, device,
                    "(extrapolation: the model and the formula may disagree there)", err=True)
     if record is not None:
         _note_nonfinite(result[f"{record.target}_formula"].to_numpy())
+    _echo_r2(frame, targets, result, record, rows)
+    where = f" to {out}" if out is not None else ""
+    what = "the model and the formula" if record is not None else "the model (no formula.json found; --formula)"
+    click.echo(f"predicted {len(result)} rows with {what}{where}", err=True)
+
+
+def _formula_record(formula_path, src: Path, bundle, quiet: bool):
+    """The formula to predict with: ``--formula``'s record (which must be of ``bundle``'s columns and
+    target), else the checkpoint's sibling ``formula.json`` when it is one of a closed form; or None.
+
+    Raises
+    ------
+    DataError
+        ``--formula`` is a record of other columns or another target.
+    """
+    from kansym.discover.record import read_record, sibling_record
+    from kansym.discover.reduced import model_columns, model_target
+    from kansym.errors import DataError
+
+    if formula_path is not None:
+        record = read_record(formula_path)
+        if not record.belongs_to(bundle):
+            columns, targets = model_columns(bundle), model_target(bundle)
+            raise DataError(f"{formula_path} describes {record.target}({', '.join(record.inputs)}), not this "
+                            f"checkpoint's {', '.join(targets)}({', '.join(columns)}); pass the formula.json written with it")
+        return record
+    record = sibling_record(src, bundle)
+    if record is not None and record.numeric_edges:
+        return None
+    if record is not None and not quiet:
+        click.echo(f"using the formula of {record.source} (give --formula to choose another)", err=True)
+    return record
+
+
+def _echo_r2(frame, targets, result, record, rows: Path) -> None:
+    """The model's and the formula's R² on each target the table holds (standard error)."""
+    from kansym.io.tabular import columns_from_frame
+    from kansym.symbolic.verify import r2_score
+
     for target in [t for t in targets if t in frame.columns]:
         y = columns_from_frame(frame, [target], source=str(rows), role="target")[:, 0]
         if len(y) >= 2:
@@ -97,9 +125,6 @@ def predict_command(checkpoint, data, formula_path, output, force, seed, device,
             if record is not None and record.target == target:
                 parts.append(f"formula R² = {r2_score(y, result[f'{target}_formula'].to_numpy(), nonfinite='-inf'):.6f}")
             click.echo(f"{target} on {len(y)} rows of {rows}: {', '.join(parts)}", err=True)
-    where = f" to {out}" if out is not None else ""
-    what = "the model and the formula" if record is not None else "the model (no formula.json found; --formula)"
-    click.echo(f"predicted {len(result)} rows with {what}{where}", err=True)
 
 
 def _predict_formula(record, rows: Path, out: Path | None, quiet: bool) -> None:

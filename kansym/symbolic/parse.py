@@ -117,8 +117,8 @@ def _checked_nodes(tree: ast.Expression, names: set[str], shown: str) -> list[as
         if isinstance(node, ast.Call):
             func = node.func
             if not isinstance(func, ast.Name):  # a method, a call's result, ...: code, not a formula
-                raise DataError(f"the formula {shown!r} calls {ast.unparse(func)[:40]!r}, which is not a function of "
-                                "kansym's formulas; it was not written by kansym")
+                raise DataError(f"the formula {shown!r} calls {ast.unparse(func)[:40]!r}: code, not only arithmetic; "
+                                "it was not written by kansym")
             if not (func.id in FUNCTIONS or OPAQUE.match(func.id)):
                 what = func.id
                 raise DataError(f"the formula {shown!r} calls {what!r}, which is not a function of kansym's formulas")

@@ -31,9 +31,9 @@ def test_every_formula_kansym_printed_reads_back_exactly_as_sympy_parses_it(posi
 
 
 @pytest.mark.parametrize("text, needle", [
-    ("__import__('os').system('true')", "calls \"__import__('os').system\", which is not a function of kansym's"),
+    ("__import__('os').system('true')", "calls \"__import__('os').system\": code, not only arithmetic"),
     ("Symbol('x').__class__", "Attribute code"),
-    ("(lambda: 1)()", "calls 'lambda: 1', which is not a function of kansym's"),
+    ("(lambda: 1)()", "calls 'lambda: 1': code, not only arithmetic"),
     ("gamma(1e300*x)", "'gamma', which is not a function of kansym's formulas"),
     ("9**9**9*x", "exact power of about 4.67e+08 digits"),
     ("x**(10**10**10)", "exact power"),
