@@ -202,22 +202,9 @@ class KANRegressor:
 
         from kansym.discover.run import discover
 
-        names = feature_names
-        if names is None and isinstance(X, pd.DataFrame):
-            names = [str(c) for c in X.columns]
         if target_name is None:
             target_name = str(y.name) if isinstance(y, pd.Series) and y.name is not None else "y"
-        X = self._check_X(X, None)
-        y = np.asarray(y, dtype=np.float64)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y[:, 0]
-        if y.shape != (X.shape[0],):
-            raise DataError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
-        if not np.all(np.isfinite(y)):
-            raise DataError("y contains NaN or inf; drop those rows first")
-        names = list(names) if names is not None else [f"x{i}" for i in range(X.shape[1])]
-        if len(names) != X.shape[1] or len(set(names)) != len(names):
-            raise DataError(f"give {X.shape[1]} distinct feature names, got {names}")
+        X, y, names = self._check_Xy(X, y, feature_names)
         from kansym.io.tabular import proportional_inputs
 
         leaks = proportional_inputs(X, y[:, None], names, [target_name])
@@ -246,6 +233,33 @@ class KANRegressor:
         if cut_short_line(result):
             warnings.warn(f"kansym: {cut_short_line(result)}", UserWarning, stacklevel=2)
         return self
+
+    def _check_Xy(self, X: Any, y: Any, feature_names: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """``X (N, d)``, ``y (N,)`` as float arrays and the feature names (given, a DataFrame's
+        columns, else ``x0, x1, ...``).
+
+        Raises
+        ------
+        DataError
+            ``y`` of another length or not finite, names not ``d`` distinct ones.
+        """
+        import pandas as pd
+
+        names = feature_names
+        if names is None and isinstance(X, pd.DataFrame):
+            names = [str(c) for c in X.columns]
+        X = self._check_X(X, None)
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.shape != (X.shape[0],):
+            raise DataError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
+        if not np.all(np.isfinite(y)):
+            raise DataError("y contains NaN or inf; drop those rows first")
+        names = list(names) if names is not None else [f"x{i}" for i in range(X.shape[1])]
+        if len(names) != X.shape[1] or len(set(names)) != len(names):
+            raise DataError(f"give {X.shape[1]} distinct feature names, got {names}")
+        return X, y, names
 
     def _warning_text(self) -> str:
         """The warning of :meth:`fit`: :attr:`warning_`, and for a partial formula the

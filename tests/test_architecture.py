@@ -39,8 +39,6 @@ LONG_FUNCTIONS = {
     "kansym.discover.separate.decompose": 98,
     "kansym.discover.stages.train_stage": 93,
     "kansym.discover.symbolify.symbolify_stage": 122,
-    "kansym.estimator.fit": 81,
-    "kansym.gpt.prune.prune_gpt": 81,
     "kansym.gpt.train.train": 180,
     "kansym.graph.build.to_networkx": 95,
     "kansym.io.table.read_table_from_frame": 131,

@@ -262,6 +262,15 @@ def _slice_grkan(sd: dict, prefix: str, index: torch.Tensor) -> None:
 
 
 @torch.no_grad()
+def _surviving_units(strength: torch.Tensor, theta: float, floor: int) -> torch.Tensor:
+    """Indices (sorted) of the units of ``strength (h,)`` above ``theta``, or its ``floor`` strongest
+    when fewer survive."""
+    keep = torch.nonzero(strength > theta).flatten()
+    if keep.numel() < floor:
+        keep = torch.sort(torch.topk(strength, min(floor, strength.numel())).indices).values
+    return keep
+
+
 def prune_gpt(
     model: KANGPT,
     theta: float = 1e-2,
@@ -312,11 +321,8 @@ def prune_gpt(
     kept: dict[int, list[int]] = {}
     layers = []
     for layer, ffn in ffns:
-        strength = strengths[layer]  # (h,)
-        keep = torch.nonzero(strength > theta).flatten()
         floor = (model.config.kan_rank or 1) if isinstance(ffn, KANFFN) else 1  # a factorised FFN keeps rank <= width
-        if keep.numel() < floor:
-            keep = torch.sort(torch.topk(strength, min(floor, strength.numel())).indices).values
+        keep = _surviving_units(strengths[layer], theta, floor)
         if isinstance(ffn, GRKANFFN):
             _slice_grkan(sd, f"blocks.{layer}.ffn", keep)
         else:
