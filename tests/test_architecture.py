@@ -39,19 +39,12 @@ LONG_FUNCTIONS = {
     "kansym.discover.separate.decompose": 98,
     "kansym.discover.stages.train_stage": 93,
     "kansym.discover.symbolify.symbolify_stage": 122,
-    "kansym.gpt.train.train": 180,
-    "kansym.graph.build.to_networkx": 95,
-    "kansym.io.table.read_table_from_frame": 131,
-    "kansym.plot.diagram.plot_diagram": 149,
-    "kansym.plot.report.plot_report": 83,
     "kansym.symbolic.compose.symbolify": 103,
     "kansym.symbolic.direct.direct_search": 201,
     "kansym.symbolic.fit.select_edge_fit": 94,
     "kansym.symbolic.occam.simplify_edges": 162,
     "kansym.symbolic.recovery.is_exact_recovery": 85,
     "kansym.symbolic.snap.snap_constants": 82,
-    "kansym.train.fit.fit": 85,
-    "kansym.train.fit._fit": 144,
 }
 
 

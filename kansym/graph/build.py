@@ -113,6 +113,15 @@ def to_networkx(
     scores = _scores(edge_scores, width) if edge_scores is not None else None
 
     G = nx.DiGraph(width=list(width), n_layers=n_layers)
+    _add_nodes(G, width, in_labels, out_labels)
+    _add_edges(G, masks, scores)
+    _attach_fits(G, edge_fits or {})
+    return G
+
+
+def _add_nodes(G: nx.DiGraph, width: tuple[int, ...], in_labels: list[str], out_labels: list[str]) -> None:
+    """One node ``(l, i)`` per neuron, dead ones included, with its layer, index, label and kind."""
+    n_layers = len(width) - 1
     for l, n in enumerate(width):
         kind = "input" if l == 0 else "output" if l == n_layers else "hidden"
         for i in range(n):
@@ -124,6 +133,9 @@ def to_networkx(
                 label = node_label(l, i, n_layers)
             G.add_node((l, i), layer=l, index=i, label=label, kind=kind)
 
+
+def _add_edges(G: nx.DiGraph, masks: list[np.ndarray], scores: list[np.ndarray] | None) -> None:
+    """One edge ``(l, i) -> (l + 1, j)`` per unmasked entry, with its id and, given scores, its score."""
     for l, mask in enumerate(masks):
         for j, i in zip(*np.nonzero(mask)):  # mask is (out, in)
             i, j = int(i), int(j)
@@ -132,13 +144,15 @@ def to_networkx(
                 attrs["score"] = float(scores[l][j, i])
             G.add_edge((l, i), (l + 1, j), **attrs)
 
-    for eid, fit in (edge_fits or {}).items():
+
+def _attach_fits(G: nx.DiGraph, edge_fits: Mapping[EdgeId, Any]) -> None:
+    """Set the fit attributes of each fitted edge in the graph; fits of absent edges are logged and skipped."""
+    for eid, fit in edge_fits.items():
         l, i, j = (int(v) for v in eid)
         if not G.has_edge((l, i), (l + 1, j)):
             logger.debug("fit for edge %s ignored: the edge is not in the graph", (l, i, j))
             continue
         G.edges[(l, i), (l + 1, j)].update(_fit_attrs(fit))
-    return G
 
 
 def _layer_mask(layer: Any, n_in: int, n_out: int, l: int) -> np.ndarray:

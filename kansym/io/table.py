@@ -129,7 +129,38 @@ def read_table_from_frame(
     _check_duplicates(targets, "the target list", listed=True)
     drop = _check_drop(drop, columns, targets, inputs, source)
     notices: list[str] = [f"dropped column '{c}' as asked" for c in drop]
+    names, ignored = _input_names(df, columns, targets, inputs, drop, source)
+    notices += ignored
 
+    values = {c: _numeric_column(df[c], c, source) for c in names + targets}
+    x = np.column_stack([values[c] for c in names]).astype(np.float64)  # (N, d_in)
+    y = np.column_stack([values[c] for c in targets]).astype(np.float64)  # (N, d_out)
+    x, y, dropped = _drop_missing_rows(x, y, dropna=dropna, source=source)
+    notices += dropped
+    if x.shape[0] < 2:
+        raise DataError(
+            f"{source} has {x.shape[0]} usable row(s); at least 2 are needed to fit anything."
+        )
+    if drop_constant:
+        x, names, dropped = _drop_constant_inputs(x, names, source)
+        notices += dropped
+    _check_learnable(x, y, targets, source)
+
+    for note in notices:
+        logger.info("%s: %s", source, note)
+    return Table(
+        x=np.ascontiguousarray(x),
+        y=np.ascontiguousarray(y),
+        input_names=tuple(names),
+        target_names=tuple(targets),
+        notices=tuple(notices),
+    )
+
+
+def _input_names(df: pd.DataFrame, columns: list[str], targets: list[str], inputs: Sequence[str] | None,
+                 drop: tuple[str, ...], source: str) -> tuple[list[str], list[str]]:
+    """The input columns (the named ones, checked, or every other numeric column) and notes on text columns left out."""
+    notices: list[str] = []
     if inputs is None:
         names = []
         for c in columns:
@@ -156,42 +187,42 @@ def read_table_from_frame(
         raise DataError(
             f"{source} has no numeric input columns besides the target; add inputs or name them."
         )
+    return names, notices
 
-    used = names + targets
-    values = {c: _numeric_column(df[c], c, source) for c in used}
-    x = np.column_stack([values[c] for c in names]).astype(np.float64)  # (N, d_in)
-    y = np.column_stack([values[c] for c in targets]).astype(np.float64)  # (N, d_out)
 
+def _drop_missing_rows(x: np.ndarray, y: np.ndarray, *, dropna: bool,
+                       source: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Refuse rows with a missing or non-finite used cell, or with ``dropna`` drop them (and say so)."""
     bad = ~(np.isfinite(x).all(axis=1) & np.isfinite(y).all(axis=1))  # (N,)
     n_bad = int(bad.sum())
-    if n_bad:
-        if not dropna:
-            first = int(np.flatnonzero(bad)[0])
-            raise DataError(
-                f"{n_bad} of {len(bad)} rows of {source} have missing or non-finite values "
-                f"in the used columns (first at data row {first + 1}); fix them or pass "
-                "--dropna to drop those rows."
-            )
-        x, y = x[~bad], y[~bad]
-        notices.append(f"dropped {n_bad} row(s) with missing or non-finite values")
-
-    if x.shape[0] < 2:
+    if not n_bad:
+        return x, y, []
+    if not dropna:
+        first = int(np.flatnonzero(bad)[0])
         raise DataError(
-            f"{source} has {x.shape[0]} usable row(s); at least 2 are needed to fit anything."
+            f"{n_bad} of {len(bad)} rows of {source} have missing or non-finite values "
+            f"in the used columns (first at data row {first + 1}); fix them or pass "
+            "--dropna to drop those rows."
         )
+    return x[~bad], y[~bad], [f"dropped {n_bad} row(s) with missing or non-finite values"]
 
+
+def _drop_constant_inputs(x: np.ndarray, names: list[str], source: str) -> tuple[np.ndarray, list[str], list[str]]:
+    """Leave out the constant input columns (and say so); refuse a table whose inputs are all constant."""
     const = [i for i in range(x.shape[1]) if np.all(x[:, i] == x[0, i])]
-    if const and drop_constant:
-        for i in const:
-            notices.append(f"dropped constant input column '{names[i]}' (always {x[0, i]:g})")
-        keep = [i for i in range(x.shape[1]) if i not in const]
-        if not keep:
-            raise DataError(
-                f"every input column of {source} is constant; nothing can be learned from them."
-            )
-        x = x[:, keep]
-        names = [names[i] for i in keep]
+    if not const:
+        return x, names, []
+    notices = [f"dropped constant input column '{names[i]}' (always {x[0, i]:g})" for i in const]
+    keep = [i for i in range(x.shape[1]) if i not in const]
+    if not keep:
+        raise DataError(
+            f"every input column of {source} is constant; nothing can be learned from them."
+        )
+    return x[:, keep], [names[i] for i in keep], notices
 
+
+def _check_learnable(x: np.ndarray, y: np.ndarray, targets: list[str], source: str) -> None:
+    """Refuse a table with no more rows than inputs, or with a constant target."""
     if x.shape[0] <= x.shape[1]:
         raise DataError(
             f"{source} has {x.shape[0]} usable row(s) for {x.shape[1]} input columns; a law in "
@@ -204,16 +235,6 @@ def read_table_from_frame(
                 f"target column '{t}' is constant ({y[0, j]:g}) in {source}; "
                 "there is nothing to predict."
             )
-
-    for note in notices:
-        logger.info("%s: %s", source, note)
-    return Table(
-        x=np.ascontiguousarray(x),
-        y=np.ascontiguousarray(y),
-        input_names=tuple(names),
-        target_names=tuple(targets),
-        notices=tuple(notices),
-    )
 
 
 def columns_from_frame(df: pd.DataFrame, names: Sequence[str], *, source: str = "the table",

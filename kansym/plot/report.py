@@ -131,21 +131,27 @@ def plot_report(
         res_f = f_pred / obs - 1.0 if log else f_pred - obs
         res_m = m_pred / obs - 1.0 if log else m_pred - obs
     for k in range(n_res):
-        ax = fig.add_subplot(gs[1 + k // ncols, k % ncols])
-        ax.scatter(x[:, k], res_m, s=4, alpha=0.4, color="tab:blue", label="KAN")
-        ax.scatter(x[:, k], res_f, s=4, alpha=0.5, color="tab:red", label="formula")
-        ax.axhline(0.0, color="black", lw=0.8)
-        ax.set_xlabel(str(bundle.input_names[k]))
-        ax.set_ylabel("relative residual" if log else "residual")
-        if log and np.all(x[:, k] > 0) and x[:, k].max() > 100 * x[:, k].min():
-            ax.set_xscale("log")
-        if k == 0:
-            ax.legend(fontsize=7, markerscale=2)
+        _residual_panel(fig.add_subplot(gs[1 + k // ncols, k % ncols]), x[:, k], str(bundle.input_names[k]),
+                        res_f, res_m, log=log, legend=k == 0)
     title = f"{target} = {_short(formula)}"
     if n_res < d_in:
         title += f"\n(residuals against the first {n_res} of {d_in} inputs)"
     fig.suptitle(title, fontsize=10)
     return ReportResult(fig, formula, n_front, n_res)
+
+
+def _residual_panel(ax: Any, xk: np.ndarray, name: str, res_f: np.ndarray, res_m: np.ndarray, *, log: bool,
+                    legend: bool) -> None:
+    """The residuals of the KAN and of the formula against one input, ``xk``."""
+    ax.scatter(xk, res_m, s=4, alpha=0.4, color="tab:blue", label="KAN")
+    ax.scatter(xk, res_f, s=4, alpha=0.5, color="tab:red", label="formula")
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.set_xlabel(name)
+    ax.set_ylabel("relative residual" if log else "residual")
+    if log and np.all(xk > 0) and xk.max() > 100 * xk.min():
+        ax.set_xscale("log")
+    if legend:
+        ax.legend(fontsize=7, markerscale=2)
 
 
 def _short(expr: Any, limit: int = 110) -> str:

@@ -9,11 +9,13 @@ model it is given.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
 import sys
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 import torch
 from tqdm.auto import tqdm
@@ -149,19 +151,55 @@ def fit(
     config = TrainConfig() if config is None else config
     if resume is not None:
         check_resume(config, resume)
-    if config.num_threads is None:
+    with _torch_threads(config.num_threads):
         return _fit(model, x, y, config, progress, resume, deadline, on_step)
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block with ``n`` torch threads (None: as they are), restoring the number after."""
+    if n is None:
+        yield
+        return
     threads = torch.get_num_threads()
-    torch.set_num_threads(config.num_threads)
+    torch.set_num_threads(n)
     try:
-        return _fit(model, x, y, config, progress, resume, deadline, on_step)
+        yield
     finally:
         torch.set_num_threads(threads)
 
 
-def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None, resume: FitState | None,
-         deadline: Deadline | None, on_step: Callable[[int, int], None] | None = None) -> FitResult:
-    device = torch.device(config.device)
+@dataclass
+class _Run:
+    """A fit in progress: model, data rows, RNG stream, optimizer's flat parameters, history, best and commit."""
+
+    model: KAN
+    config: TrainConfig
+    device: torch.device
+    x_tr: torch.Tensor
+    y_tr: torch.Tensor
+    x_va: torch.Tensor
+    y_va: torch.Tensor
+    has_val: bool
+    gen: torch.Generator  # the mini-batch rows
+    history: History
+    best: tuple[float, int, dict[str, torch.Tensor]]  # (val objective, step, state)
+    start: int  # the first step of this call
+    # The end of the last completed step, replaced by one assignment so that a Ctrl-C
+    # between two bytecodes sees either the old or the new record, never half of each:
+    # (steps done, model state, optimizer state, generator state). An empty optimizer
+    # state means a fresh optimizer (no step taken since it was made).
+    commit: tuple[int, dict[str, torch.Tensor], dict, torch.Tensor]
+    params: list[torch.nn.Parameter]
+    cache: FeatureCache  # the first layer's input is the fixed x_tr (and x_va): its basis once per grid
+    flat: FlatParams | None = None  # LBFGS's flat parameters, remade with every optimizer
+    stopped_early: bool = False
+    cut_short: bool = False
+
+
+def _prepare_data(model: KAN, x: Any, y: Any, config: TrainConfig,
+                  device: torch.device) -> tuple[KAN, tuple[torch.Tensor, ...], bool]:
+    """Copy the model to the device, check the data's shapes, split the rows; returns the copy, rows and has_val."""
     model = copy.deepcopy(model).to(device)
     dtype = model.layers[0].coef.dtype
     x = _as_tensor(x, dtype, device, "x")
@@ -177,19 +215,16 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
     if len(train_idx) < 2:
         raise ConfigError(f"too few training rows ({len(train_idx)}): give more data or lower val_fraction")
     train_idx, val_idx = train_idx.to(device), val_idx.to(device)
-    x_tr, y_tr, x_va, y_va = x[train_idx], y[train_idx], x[val_idx], y[val_idx]
-    has_val = len(val_idx) > 0
+    return model, (x[train_idx], y[train_idx], x[val_idx], y[val_idx]), len(val_idx) > 0
+
+
+def _start_run(model: KAN, x: Any, y: Any, config: TrainConfig, resume: FitState | None) -> _Run:
+    """The run's state before its first step: fresh, or that of ``resume``."""
+    device = torch.device(config.device)
+    model, (x_tr, y_tr, x_va, y_va), has_val = _prepare_data(model, x, y, config, device)
     gen = torch.Generator().manual_seed(config.seed + 1)
-
-    flat: FlatParams | None = None  # LBFGS's flat parameters, remade with every optimizer
-
-    def new_optimizer() -> torch.optim.Optimizer:
-        nonlocal flat
-        optimizer, flat = make_optimizer(model, config, flat)
-        return optimizer
-
     history = History()
-    best = (math.inf, -1, _snapshot(model))  # (val objective, step, state)
+    best = (math.inf, -1, _snapshot(model))
     start = 0
     if resume is not None:
         start = resume.step
@@ -197,112 +232,175 @@ def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None,
         gen.set_state(resume.generator)
         if resume.best_state is not None:
             best = (resume.best_score, resume.best_step, resume.best_state)
-    # The end of the last completed step, replaced by one assignment so that a Ctrl-C
-    # between two bytecodes sees either the old or the new record, never half of each:
-    # (steps done, model state, optimizer state, generator state). An empty optimizer
-    # state means a fresh optimizer (no step taken since it was made).
     commit = (len(history.step), _snapshot(model), resume.optimizer if resume else {}, gen.get_state())
+    return _Run(model=model, config=config, device=device, x_tr=x_tr, y_tr=y_tr, x_va=x_va, y_va=y_va,
+                has_val=has_val, gen=gen, history=history, best=best, start=start, commit=commit,
+                params=list(model.parameters()), cache=FeatureCache())
 
-    def roll_back() -> FitState:
-        done, good, opt_state, gen_state = commit
-        for values in (history.step, history.train_loss, history.val_loss, history.reg):
-            del values[done:]
-        model.load_state_dict(good)
-        keep_best = config.patience is not None
-        return FitState(
-            step=done, optimizer=opt_state, generator=gen_state, history=history.to_dict(),
-            config=config.to_dict(), best_score=best[0] if keep_best else math.inf,
-            best_step=best[1] if keep_best else -1, best_state=best[2] if keep_best else None,
-        )
 
-    stopped_early = cut_short = False
-    params = list(model.parameters())
-    cache = FeatureCache()  # the first layer's input is the fixed x_tr (and x_va): its basis once per grid
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    bar = tqdm(range(start, config.steps), disable=not show, desc="fit", leave=False)
+def _new_optimizer(run: _Run) -> torch.optim.Optimizer:
+    """A fresh optimizer of the model (LBFGS's flat parameters remade with it)."""
+    optimizer, run.flat = make_optimizer(run.model, run.config, run.flat)
+    return optimizer
+
+
+def _load_optimizer_state(run: _Run, optimizer: torch.optim.Optimizer, saved: dict) -> None:
+    """Load a resumed run's optimizer state, refusing one that does not fit the model."""
     try:
-        optimizer = new_optimizer()  # inside the try: the first one imports parts of torch (seconds)
-        if resume is not None and resume.optimizer:
-            try:
-                optimizer.load_state_dict(as_flat_lbfgs_state(resume.optimizer) if flat is not None else resume.optimizer)
-            except (ValueError, KeyError, RuntimeError) as exc:
-                raise ConfigError(f"the saved optimizer state does not fit this model ({exc}); start a new run") from exc
-        for step in bar:
-            if step > start and time_is_up(deadline):
-                cut_short = True  # a step boundary: the model is that of the last completed step
-                break
-            every = config.grid_update_every
-            if every and step % every == 0 and step < config.stop_grid_update_step:
-                model.update_grid(x_tr)
-                if config.optimizer == "lbfgs":
-                    optimizer = new_optimizer()  # the curvature history refers to the old grid
-            if config.batch_size is None:
-                xb, yb = x_tr, y_tr
-            else:
-                pick = torch.randint(0, x_tr.shape[0], (config.batch_size,), generator=gen).to(device)
-                xb, yb = x_tr[pick], y_tr[pick]
+        optimizer.load_state_dict(as_flat_lbfgs_state(saved) if run.flat is not None else saved)
+    except (ValueError, KeyError, RuntimeError) as exc:
+        raise ConfigError(f"the saved optimizer state does not fit this model ({exc}); start a new run") from exc
 
-            def closure() -> torch.Tensor:
-                if flat is not None:  # the gradients are views of one flat tensor: zero it
-                    flat.zero_grad()
-                else:
-                    for p in params:  # optimizer.zero_grad() without its profiler record (~0.1 ms a call)
-                        p.grad = None
-                loss, _ = _objective(model, xb, yb, config, cache, combined=True)
-                loss.backward()
-                return loss
 
-            optimizer.step(closure)
-            with torch.no_grad():
-                mse, reg = _objective(model, x_tr, y_tr, config, cache)
-                val = (torch.mean((model(x_va, feature_cache=cache) - y_va) ** 2) if has_val
-                       else torch.tensor(math.nan, device=device))
-                val_obj = val + config.lamb * reg if config.lamb > 0 and has_val else val
-            train_loss, reg_value, val_loss = float(mse), float(reg), float(val)
-            total = train_loss + (config.lamb * reg_value if config.lamb > 0 else 0.0)
-            if not math.isfinite(total) or (has_val and not math.isfinite(val_loss)):
-                state = roll_back()
-                bad = total if not math.isfinite(total) else val_loss
-                raise FitError(
-                    f"the loss became {bad} at step {step}; the model was rolled back to its state after "
-                    f"{state.step} completed step(s): lower lamb or lr, or check the data scale",
-                    result=FitResult(model, history, best_step=state.step - 1), state=state,
-                )
-            good = _snapshot(model)
-            opt_state, gen_state = snapshot_optimizer(optimizer), gen.get_state()
-            history.step.append(step)
-            history.train_loss.append(train_loss)
-            history.val_loss.append(val_loss)
-            history.reg.append(reg_value)
-            commit = (len(history.step), good, opt_state, gen_state)
-            if on_step is not None:
-                on_step(len(history.step), config.steps)
-            bar.set_postfix(train=f"{train_loss:.2e}", val=f"{val_loss:.2e}")
-            logger.debug("step %d train %.3e val %.3e reg %.3e", step, train_loss, val_loss, reg_value)
-            if config.patience is not None:
-                score = float(val_obj)
-                if score < best[0]:
-                    best = (score, step, good)
-                elif step - best[1] >= config.patience:
-                    stopped_early = step < config.steps - 1
-                    break
+def _roll_back(run: _Run) -> FitState:
+    """Return the model and history to the last commit; its resumable state."""
+    done, good, opt_state, gen_state = run.commit
+    history, config, best = run.history, run.config, run.best
+    for values in (history.step, history.train_loss, history.val_loss, history.reg):
+        del values[done:]
+    run.model.load_state_dict(good)
+    keep_best = config.patience is not None
+    return FitState(
+        step=done, optimizer=opt_state, generator=gen_state, history=history.to_dict(),
+        config=config.to_dict(), best_score=best[0] if keep_best else math.inf,
+        best_step=best[1] if keep_best else -1, best_state=best[2] if keep_best else None,
+    )
+
+
+def _update_grid(run: _Run, optimizer: torch.optim.Optimizer, step: int) -> torch.optim.Optimizer:
+    """Adapt the grids to the training inputs on the schedule's steps; the optimizer to go on with."""
+    config = run.config
+    every = config.grid_update_every
+    if every and step % every == 0 and step < config.stop_grid_update_step:
+        run.model.update_grid(run.x_tr)
+        if config.optimizer == "lbfgs":
+            optimizer = _new_optimizer(run)  # the curvature history refers to the old grid
+    return optimizer
+
+
+def _batch(run: _Run) -> tuple[torch.Tensor, torch.Tensor]:
+    """The step's rows: all training rows, or a mini-batch drawn from the run's generator."""
+    if run.config.batch_size is None:
+        return run.x_tr, run.y_tr
+    pick = torch.randint(0, run.x_tr.shape[0], (run.config.batch_size,), generator=run.gen).to(run.device)
+    return run.x_tr[pick], run.y_tr[pick]
+
+
+def _optimizer_step(run: _Run, optimizer: torch.optim.Optimizer, xb: torch.Tensor, yb: torch.Tensor) -> None:
+    """One optimizer step on the batch's objective."""
+
+    def closure() -> torch.Tensor:
+        if run.flat is not None:  # the gradients are views of one flat tensor: zero it
+            run.flat.zero_grad()
+        else:
+            for p in run.params:  # optimizer.zero_grad() without its profiler record (~0.1 ms a call)
+                p.grad = None
+        loss, _ = _objective(run.model, xb, yb, run.config, run.cache, combined=True)
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+
+
+def _evaluate(run: _Run, step: int) -> tuple[float, float, float, torch.Tensor]:
+    """(train MSE, reg, val MSE, val objective) after a step; rolls back and raises on a non-finite loss."""
+    config, model = run.config, run.model
+    with torch.no_grad():
+        mse, reg = _objective(model, run.x_tr, run.y_tr, config, run.cache)
+        val = (torch.mean((model(run.x_va, feature_cache=run.cache) - run.y_va) ** 2) if run.has_val
+               else torch.tensor(math.nan, device=run.device))
+        val_obj = val + config.lamb * reg if config.lamb > 0 and run.has_val else val
+    train_loss, reg_value, val_loss = float(mse), float(reg), float(val)
+    total = train_loss + (config.lamb * reg_value if config.lamb > 0 else 0.0)
+    if not math.isfinite(total) or (run.has_val and not math.isfinite(val_loss)):
+        state = _roll_back(run)
+        bad = total if not math.isfinite(total) else val_loss
+        raise FitError(
+            f"the loss became {bad} at step {step}; the model was rolled back to its state after "
+            f"{state.step} completed step(s): lower lamb or lr, or check the data scale",
+            result=FitResult(model, run.history, best_step=state.step - 1), state=state,
+        )
+    return train_loss, reg_value, val_loss, val_obj
+
+
+def _commit_step(run: _Run, optimizer: torch.optim.Optimizer, step: int, train_loss: float, val_loss: float,
+                 reg_value: float) -> dict[str, torch.Tensor]:
+    """Record the completed step in the history and the commit; returns the model's state."""
+    good = _snapshot(run.model)
+    opt_state, gen_state = snapshot_optimizer(optimizer), run.gen.get_state()
+    history = run.history
+    history.step.append(step)
+    history.train_loss.append(train_loss)
+    history.val_loss.append(val_loss)
+    history.reg.append(reg_value)
+    run.commit = (len(history.step), good, opt_state, gen_state)
+    return good
+
+
+def _stop_early(run: _Run, step: int, val_obj: torch.Tensor, good: dict[str, torch.Tensor]) -> bool:
+    """With ``patience``: keep the best state, and say stop after ``patience`` steps without a better one."""
+    config = run.config
+    if config.patience is None:
+        return False
+    score = float(val_obj)
+    if score < run.best[0]:
+        run.best = (score, step, good)
+    elif step - run.best[1] >= config.patience:
+        run.stopped_early = step < config.steps - 1
+        return True
+    return False
+
+
+def _run_steps(run: _Run, bar: tqdm, resume: FitState | None, deadline: Deadline | None,
+               on_step: Callable[[int, int], None] | None) -> None:
+    """The steps of ``bar`` (until the deadline or early stopping), each committed when it completes."""
+    config = run.config
+    optimizer = _new_optimizer(run)  # inside the try: the first one imports parts of torch (seconds)
+    if resume is not None and resume.optimizer:
+        _load_optimizer_state(run, optimizer, resume.optimizer)
+    for step in bar:
+        if step > run.start and time_is_up(deadline):
+            run.cut_short = True  # a step boundary: the model is that of the last completed step
+            break
+        optimizer = _update_grid(run, optimizer, step)
+        xb, yb = _batch(run)
+        _optimizer_step(run, optimizer, xb, yb)
+        train_loss, reg_value, val_loss, val_obj = _evaluate(run, step)
+        good = _commit_step(run, optimizer, step, train_loss, val_loss, reg_value)
+        if on_step is not None:
+            on_step(len(run.history.step), config.steps)
+        bar.set_postfix(train=f"{train_loss:.2e}", val=f"{val_loss:.2e}")
+        logger.debug("step %d train %.3e val %.3e reg %.3e", step, train_loss, val_loss, reg_value)
+        if _stop_early(run, step, val_obj, good):
+            break
+
+
+def _fit(model: KAN, x: Any, y: Any, config: TrainConfig, progress: bool | None, resume: FitState | None,
+         deadline: Deadline | None, on_step: Callable[[int, int], None] | None = None) -> FitResult:
+    """:func:`fit` once ``config`` is set and checked, with the torch threads it asks for."""
+    run = _start_run(model, x, y, config, resume)
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    bar = tqdm(range(run.start, config.steps), disable=not show, desc="fit", leave=False)
+    try:
+        _run_steps(run, bar, resume, deadline, on_step)
     except KeyboardInterrupt:
         bar.close()
-        state = roll_back()
+        state = _roll_back(run)
         raise FitInterrupted(
             f"interrupted during step {state.step} of {config.steps}; rolled back to the end of the "
             f"{state.step} completed step(s)",
-            FitResult(model, history, best_step=state.step - 1),
+            FitResult(run.model, run.history, best_step=state.step - 1),
             state,
         ) from None
     finally:
-        if flat is not None:
-            flat.release()
+        if run.flat is not None:
+            run.flat.release()
     bar.close()
     if config.patience is not None:
-        model.load_state_dict(best[2])
-        return FitResult(model, history, best_step=best[1], stopped_early=stopped_early, cut_short=cut_short)
-    return FitResult(model, history, best_step=len(history.step) - 1, cut_short=cut_short)
+        run.model.load_state_dict(run.best[2])
+        return FitResult(run.model, run.history, best_step=run.best[1], stopped_early=run.stopped_early,
+                         cut_short=run.cut_short)
+    return FitResult(run.model, run.history, best_step=len(run.history.step) - 1, cut_short=run.cut_short)
 
 
 def finetune(
