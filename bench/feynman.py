@@ -127,10 +127,13 @@ class Equation:
     def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``n`` rows uniform in the ranges: ``x (n, d)``, ``y (n,)``."""
         x = rng.uniform(self.lows, self.highs, size=(n, len(self.names)))
+        return x, self.law(x)
+
+    def law(self, x: np.ndarray) -> np.ndarray:
+        """The noise-free target on rows ``x (n, d)`` -> ``(n,)``."""
         f = sympy.lambdify(sympy.symbols(self.names, real=True), self.truth(), "numpy")
         with np.errstate(all="ignore"):
-            y = np.broadcast_to(np.asarray(f(*x.T), dtype=np.float64), (n,)).copy()
-        return x, y
+            return np.broadcast_to(np.asarray(f(*x.T), dtype=np.float64), (x.shape[0],)).copy()
 
 
 def load_equations(path: Path) -> list[Equation]:
@@ -215,6 +218,7 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
     used = [list(eq.names).index(s.name) for s in formula.symbols]  # a screened run's formula: the kept columns
     with np.errstate(all="ignore"):
         pred = formula(data.x_test[:, used])
+        pred_fit = formula(data.x[:, used])
     r2_test = r2_score(data.y_test, pred) if np.all(np.isfinite(pred)) else None
     recovered = bool(is_exact_recovery(eq.truth_on_ranges(), formula.expr, symbols=list(eq.names),
                                        domain=(eq.lows, eq.highs)))
@@ -229,6 +233,7 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
         "r2_model_test": formula.r2_model_test,  # the model's R² on the pipeline's own held-out rows
         "r2_formula_heldout": formula.r2_test, "r2_reference_test": formula.r2_reference_test,  # the same rows
         "r2_residual": formula.r2_residual, "p_residual": formula.p_residual,  # the residual test; NaN: no verdict
+        "lambda_truth": sr_peers.truth_noncentrality(eq, pred_fit, data),  # can the rows tell it from the law?
         "warning": formula.warning,
         "origin": formula.origin,  # which search found it: kan, direct search, structure
         "complexity": int(sympy.count_ops(formula.expr)),

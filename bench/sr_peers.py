@@ -62,6 +62,7 @@ INSTALL = {"pykan": "pip install -e .[bench]", "operon": "pip install -e .[bench
 GPLEARN_POPULATION = int(1000 * 2**0.5)  # SRBench's tuned 1000, "double the evals"
 GPLEARN_GENERATIONS = int(500 * 2**0.5)
 OPERON_SYMBOLS = "add,mul,aq,exp,log,sin,tanh,constant,variable"
+INDISTINGUISHABLE = 6.635  # the 0.99 quantile of chi-square with 1 degree of freedom (truth_noncentrality)
 PYKAN_LIB = ["x", "x^2", "x^3", "x^4", "exp", "log", "sqrt", "tanh", "sin", "abs"]
 # the names parse_expr may meet besides the placeholders and functions handed to it
 _NUMBERS = {"Integer": sympy.Integer, "Float": sympy.Float, "Rational": sympy.Rational, "Symbol": sympy.Symbol}
@@ -252,6 +253,22 @@ def fit_pykan(rows: Rows, names: Sequence[str], time_limit: float, seed: int) ->
 FITTERS = {"rils": fit_rils, "operon": fit_operon, "gplearn": fit_gplearn, "pykan": fit_pykan}
 
 
+def truth_noncentrality(eq, pred_fit: np.ndarray, rows: Rows) -> float | None:
+    """Whether the fitting rows can tell a formula from the law: ``lambda = sum (f - law)^2 / sigma^2``
+    over the fitting rows, ``f`` the formula's values there (``pred_fit``), ``law`` the noise-free
+    target, ``sigma^2`` the mean square of the noise the rows carry. ``lambda`` is the expected
+    likelihood-ratio statistic of the law against the formula had both been offered (Gaussian
+    noise; Wilks 1938): below :data:`INDISTINGUISHABLE`, the chi-square(1) 0.99 quantile, a
+    test at the 1 % level on these rows would not even on average reject the formula. None
+    without noise (every difference shows) or where either is not finite."""
+    clean = eq.law(rows.x)
+    pred_fit = np.broadcast_to(np.asarray(pred_fit, dtype=np.float64), clean.shape)
+    var = float(np.mean((rows.y - clean) ** 2))
+    if not (var > 0 and np.all(np.isfinite(pred_fit)) and np.all(np.isfinite(clean))):
+        return None
+    return float(np.sum((pred_fit - clean) ** 2) / var)
+
+
 def score(eq, expr: sympy.Expr, rows: Rows) -> dict:
     """The judgement every method gets: R² on the held-out rows (``None`` if not finite),
     SRBench exact recovery against the law on its ranges, complexity, guardrail flags."""
@@ -264,10 +281,15 @@ def score(eq, expr: sympy.Expr, rows: Rows) -> dict:
                                    rows.y_test.shape)
         except (TypeError, ValueError, ZeroDivisionError):  # complex or symbolic leftovers
             pred = np.full(rows.y_test.shape, np.nan)
+        try:
+            pred_fit = sympy.lambdify(syms, expr, "numpy")(*rows.x.T)
+        except (TypeError, ValueError, ZeroDivisionError):
+            pred_fit = np.nan
     r2 = r2_score(rows.y_test, pred) if np.all(np.isfinite(pred)) else None
     return {"recovered": bool(is_exact_recovery(eq.truth_on_ranges(), expr, symbols=list(eq.names),
                                                 domain=(eq.lows, eq.highs))),
             "formula": str(expr), "r2_test": r2, "complexity": int(sympy.count_ops(expr)),
+            "lambda_truth": truth_noncentrality(eq, pred_fit, rows),
             "guardrails": list(guardrail_flags(expr, syms, rows.x_test))}
 
 

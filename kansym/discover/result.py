@@ -14,7 +14,7 @@ from sympy.core.function import AppliedUndef
 from kansym.io.bundle import ModelBundle
 from kansym.prune.prune import PruneResult
 from kansym.symbolic.compose import SymbolicKAN, lambdify_formula
-from kansym.symbolic.constants import near_miss_exponents
+from kansym.symbolic.constants import fitted_exponents, near_miss_exponents
 from kansym.symbolic.numeric import edge_labels
 from kansym.symbolic.residuals import RESIDUAL_ALPHA, ResidualTest, formula_residual_test
 from kansym.symbolic.verify import Fidelity
@@ -165,7 +165,9 @@ class Formula:
         approximation, which no R² threshold that noisy tables also pass can catch; a formula
         that is the law is flagged so at most once in a hundred tables); when an exponent stays a
         float within 2 % of a simple rational it is not (``u**0.9997``:
-        :func:`kansym.symbolic.constants.near_miss_exponents`); or when some edge fitted no
+        :func:`kansym.symbolic.constants.near_miss_exponents`), or any other exponent stays a float
+        no simple rational (:func:`kansym.symbolic.constants.fitted_exponents`: the refinement
+        snaps every exponent the data allow); or when some edge fitted no
         primitive and stayed numeric (:attr:`partial`).
         """
         notes = []
@@ -189,6 +191,10 @@ class Formula:
             shown = ", ".join(f"{float(v):.6g} (near {r})" for v, r in near)
             notes.append(f"its exponents {shown} are off the simple values they are near: the data reject those "
                          "values (or the refinement was cut short), the mark of a law of another form there")
+        fitted = [] if notes or near else fitted_exponents(self.expr)
+        if fitted:
+            notes.append(f"its exponents {', '.join(f'{float(v):.6g}' for v in fitted)} are fitted floats, no simple "
+                         "value the data allow: an empirical fit, not a law's powers (or a law of another form)")
         if self.numeric_edges:
             notes.append(f"edges {edge_labels(self.numeric_edges)} fit no primitive and stay numeric: a partial "
                          "formula, no closed form was verified")

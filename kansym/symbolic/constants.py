@@ -41,7 +41,7 @@ import sympy
 
 __all__ = ["CONTEXTS", "NAMED", "MAX_DIGITS", "MAX_NAMED_NUMERATOR", "Exact", "constant_contexts", "exact_candidates",
            "integer_bits", "rational_bits", "float_bits", "precision_step", "round_to_step", "too_long",
-           "near_miss_exponents"]
+           "near_miss_exponents", "fitted_exponents"]
 
 # strictest first: a float found in two places takes the stricter one's candidates
 CONTEXTS = ("exponent", "log_factor", "phase", "offset", "factor")
@@ -251,7 +251,8 @@ def round_to_step(c: float, step: float) -> float:
 def near_miss_exponents(expr: sympy.Expr, *, rel_tol: float = NEAR_MISS,
                         max_denominator: int = NEAR_MISS_DENOMINATOR) -> list[tuple[sympy.Float, sympy.Rational]]:
     """The float exponents of ``expr`` within ``rel_tol`` of a simple rational (denominator at most
-    ``max_denominator``) that they are not: ``x**0.99969`` near 1, ``x**0.87397`` near 7/8.
+    ``max_denominator``) that they are not: ``x**0.99969`` near 1, ``x**0.87397`` near 7/8;
+    near 0 within ``rel_tol`` itself (``x**0.00025``: an input the law may not hold).
 
     A refined formula keeps such a float only when the data reject the simple value it is near
     (the snap's test, :func:`kansym.symbolic.snap.snap_constants`) or its refinement was cut
@@ -271,6 +272,33 @@ def near_miss_exponents(expr: sympy.Expr, *, rel_tol: float = NEAR_MISS,
         v = float(power.exp)
         near = sympy.Rational(v).limit_denominator(max_denominator)
         off = abs(v - float(near))
-        if near != 0 and 1e-9 * abs(v) < off <= rel_tol * abs(float(near)) and (power.exp, near) not in out:
+        # near 0 the tolerance is absolute: x**0.00025 is an input the law may not hold
+        if 1e-9 * abs(v) < off <= rel_tol * max(abs(float(near)), 1.0 if near == 0 else 0.0) \
+                and (power.exp, near) not in out:
             out.append((power.exp, near))
+    return out
+
+
+def fitted_exponents(expr: sympy.Expr, *, max_denominator: int = NEAR_MISS_DENOMINATOR) -> list[sympy.Float]:
+    """The float exponents of ``expr`` that are no simple rational (denominator at most
+    ``max_denominator``): ``(1 + 6.5 x**0.8633)**1.16374``.
+
+    The refinement snaps every exponent the data allow to a simple value
+    (:func:`kansym.symbolic.snap.snap_constants`); one left a float is a shape fitted to the rows,
+    not a power of a law of physics, whose exponents are small rationals (dimensional analysis:
+    Buckingham 1914). Such a formula is an empirical fit at best, not a verified law.
+
+    Returns
+    -------
+    list of Float
+        Each such exponent once, in the order of ``expr``'s powers.
+    """
+    out: list[sympy.Float] = []
+    for power in sympy.preorder_traversal(sympy.sympify(expr)):
+        if not (isinstance(power, sympy.Pow) and isinstance(power.exp, sympy.Float)):
+            continue
+        v = float(power.exp)
+        if abs(v - float(sympy.Rational(v).limit_denominator(max_denominator))) > 1e-9 * max(abs(v), 1.0) \
+                and power.exp not in out:
+            out.append(power.exp)
     return out

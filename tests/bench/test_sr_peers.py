@@ -90,6 +90,24 @@ def test_converted_models_meet_the_same_exact_check_and_test_r2(eqs):
         assert sr_peers.score(t2, sr_peers.operon_to_sympy(text, t2.names), t2_rows)["recovered"] is recovered
 
 
+def test_lambda_says_whether_the_rows_can_tell_a_formula_from_the_law(eqs):
+    _, (t2, _) = eqs
+    rows = fb.equation_rows(t2, fb.parse_args(["--rows", "1000", "--test-rows", "50", "--noise", "0.01"]))
+    law = rows.x[:, 0] * rows.x[:, 1]  # mu*Nn on [1, 5]^2: RMS about 9.6, noise sigma about 0.096
+    sigma2 = float(np.mean((rows.y - law) ** 2))
+    assert sr_peers.truth_noncentrality(t2, law, rows) == 0.0
+    # an offset of 0.001 (1 % of the noise) over 1000 rows: lambda = 1000 * 1e-6 / sigma^2, about 0.11
+    assert sr_peers.truth_noncentrality(t2, law + 0.001, rows) == pytest.approx(1e-3 / sigma2, rel=1e-9)
+    assert sr_peers.truth_noncentrality(t2, law + 0.001, rows) < sr_peers.INDISTINGUISHABLE
+    assert sr_peers.truth_noncentrality(t2, 1.01 * law, rows) > 100 * sr_peers.INDISTINGUISHABLE
+    assert sr_peers.truth_noncentrality(t2, np.full(law.shape, np.nan), rows) is None
+    clean = fb.equation_rows(t2, fb.parse_args(["--rows", "1000", "--test-rows", "50"]))
+    assert sr_peers.truth_noncentrality(t2, law + 0.001, clean) is None  # no noise: every difference shows
+    judged = sr_peers.score(t2, sr_peers.rils_to_sympy("x0*x1 + 0.001*x0", t2.names), rows)
+    expected = float(np.sum((0.001 * rows.x[:, 0]) ** 2) / sigma2)  # about 1
+    assert not judged["recovered"] and judged["lambda_truth"] == pytest.approx(expected, rel=1e-6)
+
+
 def test_every_method_gets_the_same_rows(eqs):
     _, (t2, _) = eqs
     args = fb.parse_args(["--rows", "100", "--test-rows", "50", "--noise", "0.01"])

@@ -36,6 +36,12 @@ def test_warning_rule():
     near = _formula(4 * X1 ** sympy.Float(0.99969), 0.9999, 0.9998).warning
     assert near is not None and "0.99969 (near 1) are off the simple values" in near
     assert _formula(4 * X1 ** sympy.Rational(3, 2), 0.9999, 0.9998).warning is None
+    # random laws at 1 % noise: an unused input kept as x5**0.00025, and a saturating law fitted
+    # by exponents no law has, (1 + 6.5 x1**0.8633)**-1.16374 for 3 log(1 + 1/(3 x1)): both printed unwarned
+    zero = _formula(3 * X1 ** 2 * sympy.Symbol("x5", real=True) ** sympy.Float(0.00025), 0.9999, 0.9998).warning
+    assert zero is not None and "0.00025 (near 0) are off the simple values" in zero
+    fitted = _formula(9 * (13 * X1 ** sympy.Float(0.8633) / 2 + 1) ** sympy.Float(-1.16374), 0.99999, 0.9998).warning
+    assert fitted is not None and "exponents -1.16374, 0.8633 are fitted floats" in fitted
 
 
 def test_cli_prints_held_out_r2_next_to_formula_and_the_warning(capsys):

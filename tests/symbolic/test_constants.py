@@ -219,3 +219,16 @@ def test_a_float_exponent_just_off_a_simple_value_is_a_near_miss():
     # far from every simple value, or exactly one written as a float: nothing to say
     assert near_miss_exponents(x ** sympy.Float(0.2221) + y ** sympy.Float(1.0478)) == []
     assert near_miss_exponents(x ** sympy.Float(1.5) + x ** sympy.Rational(3, 2)) == []
+    # near 0 the tolerance is absolute: an input the law may not hold
+    assert near_miss_exponents(x ** sympy.Float(0.00025) * y) == [(sympy.Float(0.00025), 0)]
+    assert near_miss_exponents(x ** sympy.Float(0.05) * y) == []
+
+
+def test_fitted_exponents_are_the_floats_no_simple_rational():
+    from kansym.symbolic.constants import fitted_exponents
+
+    x, y = sympy.symbols("x y", positive=True)
+    expr = (1 + x ** sympy.Float(0.8633)) ** sympy.Float(1.16374) * y ** sympy.Float(1.5) * x ** sympy.Rational(1, 3)
+    assert fitted_exponents(expr) == [sympy.Float(1.16374), sympy.Float(0.8633)]
+    assert fitted_exponents(x ** sympy.Float(0.25) * y ** -2) == []  # 1/4 written as a float is simple
+    assert fitted_exponents(x ** sympy.Float(0.2)) == [sympy.Float(0.2)]  # 1/5: denominators up to 4 only
