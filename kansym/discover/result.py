@@ -182,8 +182,8 @@ class Formula:
             notes.append(f"the formula's R² ({self.r2_test:.4f}) is not above 0: it explains nothing of the target's "
                          "variation")
         if not notes and self.residual.rejects:
-            notes.append(f"its residuals are a function of the inputs, not noise (the held-out rows' are predicted "
-                         f"from their nearest fitting rows' with R² {self.r2_residual:.2f}, which noise reaches with "
+            notes.append(f"its residuals are a function of the inputs, not noise (each row's is predicted "
+                         f"from its nearest other rows' with R² {self.r2_residual:.2f}, which noise reaches with "
                          f"p = {self.p_residual:.2g} < {RESIDUAL_ALPHA}): the formula approximates the law without "
                          "being it")
         near = near_miss_exponents(self.expr)

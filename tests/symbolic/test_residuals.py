@@ -155,3 +155,27 @@ def test_a_series_near_a_pole_is_caught_whatever_rows_are_held_out():
         fit, test = split_holdout(u.size, 0.2, seed)
         value = residual_test(u[fit, None], res[fit], u[test, None], res[test], scale=float(np.std(y)))
         assert value.r2 > 0.9 and value.rejects, (seed, value)
+
+
+def test_the_fitting_rows_are_predicted_too():
+    # a smooth error of 0.3 noise standard deviations over 5000 fitting rows and the fewest
+    # held-out rows allowed (40): predicted from the fitting rows, the 40 alone gave p = 1.0;
+    # pooled (each row from its nearest other rows) the 5040 rows show it
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (5040, 2))
+    res = 0.3 * np.sin(2 * np.pi * x[:, 0]) + rng.normal(0, 1, 5040)
+    assert residual_test(x[:5000], res[:5000], x[5000:], res[5000:], scale=1.0).p <= 0.002
+    noise = rng.normal(0, 1, 5040)
+    assert residual_test(x[:5000], noise[:5000], x[5000:], noise[5000:], scale=1.0).p > 0.1
+
+
+def test_noise_is_flagged_about_as_often_as_alpha_says():
+    # 100 tables of pure noise: the number flagged at alpha 0.01 is Binomial(100, <= 0.01),
+    # above 4 with probability below 0.004
+    rng = np.random.default_rng(1)
+    flagged = 0
+    for seed in range(100):
+        x = rng.uniform(0, 1, (400, 3))
+        r = rng.normal(0, 1, 400)
+        flagged += residual_test(x[:300], r[:300], x[300:], r[300:], scale=1.0, seed=seed).rejects
+    assert flagged <= 4

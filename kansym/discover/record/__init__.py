@@ -33,7 +33,7 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
 ``n_test``
 ``r2_reference_test`` R² on the held-out rows of a KAN trained without sparsification, or null
 ``r2_residual``,    the residual test (:class:`kansym.symbolic.residuals.ResidualTest`): R² of the
-``p_residual``,     held-out residuals predicted from the nearest fitting rows', the probability
+``p_residual``,     rows' residuals predicted from their nearest other rows', the probability
 ``residual_``       that noise is predicted as well (below 0.01: the error is a function of the
 ``statistics``      inputs) and the number of statistics it is adjusted over; null: no verdict
 ``warning``         why the formula is not a verified answer, or null
