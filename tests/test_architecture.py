@@ -43,8 +43,6 @@ LONG_FUNCTIONS = {
     "kansym.symbolic.direct.direct_search": 201,
     "kansym.symbolic.fit.select_edge_fit": 94,
     "kansym.symbolic.occam.simplify_edges": 162,
-    "kansym.symbolic.recovery.is_exact_recovery": 85,
-    "kansym.symbolic.snap.snap_constants": 82,
 }
 
 

@@ -99,6 +99,23 @@ def _numeric_verdict(true: sympy.Expr, cand: sympy.Expr, syms: list[sympy.Symbol
     return constant, clearly_not
 
 
+def _matched(true_expr: sympy.Expr | str, candidate_expr: sympy.Expr | str, symbols: Sequence[Any] | None,
+             pi_as_float: bool) -> tuple[sympy.Expr, sympy.Expr, list[sympy.Symbol]]:
+    """The truth and the rounded candidate on one set of symbols (matched by name, the truth's
+    assumptions winning), and the variables among them."""
+    true = sympy.sympify(true_expr)
+    cand = sympy.sympify(candidate_expr)
+    by_name = {s.name: s for s in true.free_symbols}
+    cand = cand.xreplace({s: by_name.get(s.name, s) for s in cand.free_symbols})
+    if pi_as_float:
+        true = true.subs(sympy.pi, sympy.Float(SRBENCH_PI))
+    cand = round_floats(cand)
+    if symbols is None:
+        return true, cand, sorted(true.free_symbols | cand.free_symbols, key=lambda s: s.name)
+    names = [s.name if isinstance(s, sympy.Symbol) else str(s) for s in symbols]
+    return true, cand, [by_name.get(n, sympy.Symbol(n)) for n in names]
+
+
 def is_exact_recovery(true_expr: sympy.Expr | str, candidate_expr: sympy.Expr | str, *,
                       symbols: Sequence[Any] | None = None, timeout: float = 5.0,
                       pi_as_float: bool = False, seed: int = 0,
@@ -146,18 +163,7 @@ def is_exact_recovery(true_expr: sympy.Expr | str, candidate_expr: sympy.Expr | 
     finish within ``timeout`` (or cannot be timed), the numeric verdict
     (constant to ``1e-9`` relative) is returned.
     """
-    true = sympy.sympify(true_expr)
-    cand = sympy.sympify(candidate_expr)
-    by_name = {s.name: s for s in true.free_symbols}
-    cand = cand.xreplace({s: by_name.get(s.name, s) for s in cand.free_symbols})
-    if pi_as_float:
-        true = true.subs(sympy.pi, sympy.Float(SRBENCH_PI))
-    cand = round_floats(cand)
-    if symbols is None:
-        syms = sorted(true.free_symbols | cand.free_symbols, key=lambda s: s.name)
-    else:
-        names = [s.name if isinstance(s, sympy.Symbol) else str(s) for s in symbols]
-        syms = [by_name.get(n, sympy.Symbol(n)) for n in names]
+    true, cand, syms = _matched(true_expr, candidate_expr, symbols, pi_as_float)
     varset = set(syms)
     if not (cand.free_symbols & varset):
         return not (true.free_symbols & varset)

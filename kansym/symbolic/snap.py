@@ -136,7 +136,6 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
     eta = noise_level(current, noise)
     if not math.isfinite(eta):
         return prob.build(values)
-    n = prob.n_rows
     undecided = set(range(len(values)))
     while undecided:
         if time_is_up(deadline):
@@ -149,37 +148,9 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
             break
         i = min(undecided, key=lambda j: (min(abs(c.value - values[j]) for c in options[j]) / _se(values[j], se[j]), j))
         undecided.discard(i)
-        # the float's precision and the residuals' code are the formula's own (sigma = its error): a
-        # formula that misses part of the law determines its constants no better than its misfit
-        sigma = max(current, eta)
-        budget = float_bits(values[i], _se(values[i], se[i]) * sigma / eta)
-        best, best_gain = None, MIN_GAIN
         rest = free.copy()
         rest[i] = False
-        for cand in options[i]:
-            bonus = ZERO_BITS if cand.expr == 0 else 0.0
-            if budget + bonus - cand.bits <= best_gain:
-                if cand.expr == 0:
-                    continue
-                break  # fewest bits first: no later candidate can gain more
-            # the linearised cost (the others refitted): N e**2 rises by ((c - v)/s)**2 eta**2, s the
-            # standard error at eta; a candidate that cannot pass (a) or gain even with some slack
-            # for a nonlinear formula is not tried on the data
-            z_v = abs(cand.value - values[i]) / _se(values[i], se[i])
-            if z_v > z + 1 or budget + bonus - cand.bits - (z_v * eta / sigma) ** 2 / (2 * LN2) \
-                    <= best_gain - SLACK_BITS:
-                continue
-            trial = values.copy()
-            trial[i] = cand.value
-            rise = n * max(prob.error(trial) ** 2 - current ** 2, 0.0)
-            gain = budget + bonus - cand.bits - rise / (2 * LN2 * sigma ** 2)
-            if (gain <= best_gain or rise > z ** 2 * eta ** 2) and rise > 0.01 * eta ** 2 and rest.any():
-                # not good enough as it stands: the other constants adapt (a short refit)
-                trial = prob.refit(trial, rest, max_nfev=TRIAL_NFEV * (int(rest.sum()) + 1))
-                rise = n * max(prob.error(trial) ** 2 - current ** 2, 0.0)
-                gain = budget + bonus - cand.bits - rise / (2 * LN2 * sigma ** 2)
-            if rise <= z ** 2 * eta ** 2 and gain > best_gain:
-                best, best_gain = (cand, trial), gain
+        best = _best_snap(prob, values, i, _se(values[i], se[i]), options[i], rest, current, eta, z)
         if best is not None:
             cand, trial = best
             # short refits here: refine's final refit polishes the floats left with the full budget
@@ -187,6 +158,43 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
                 rest, cand.expr
             current = prob.error(values)
     return prob.build(values, fixed)
+
+
+def _best_snap(prob: Problem, values: np.ndarray, i: int, se_i: float, options: list[Exact], rest: np.ndarray,
+               current: float, eta: float, z: float) -> tuple[Exact, np.ndarray] | None:
+    """The candidate of constant ``i`` that gains the most bits and stays within the noise
+    (rule (a) and (b) of the module docstring), with the values it leaves; None if none does."""
+    n = prob.n_rows
+    # the float's precision and the residuals' code are the formula's own (sigma = its error): a
+    # formula that misses part of the law determines its constants no better than its misfit
+    sigma = max(current, eta)
+    budget = float_bits(values[i], se_i * sigma / eta)
+    best, best_gain = None, MIN_GAIN
+    for cand in options:
+        bonus = ZERO_BITS if cand.expr == 0 else 0.0
+        if budget + bonus - cand.bits <= best_gain:
+            if cand.expr == 0:
+                continue
+            break  # fewest bits first: no later candidate can gain more
+        # the linearised cost (the others refitted): N e**2 rises by ((c - v)/s)**2 eta**2, s the
+        # standard error at eta; a candidate that cannot pass (a) or gain even with some slack
+        # for a nonlinear formula is not tried on the data
+        z_v = abs(cand.value - values[i]) / se_i
+        if z_v > z + 1 or budget + bonus - cand.bits - (z_v * eta / sigma) ** 2 / (2 * LN2) \
+                <= best_gain - SLACK_BITS:
+            continue
+        trial = values.copy()
+        trial[i] = cand.value
+        rise = n * max(prob.error(trial) ** 2 - current ** 2, 0.0)
+        gain = budget + bonus - cand.bits - rise / (2 * LN2 * sigma ** 2)
+        if (gain <= best_gain or rise > z ** 2 * eta ** 2) and rise > 0.01 * eta ** 2 and rest.any():
+            # not good enough as it stands: the other constants adapt (a short refit)
+            trial = prob.refit(trial, rest, max_nfev=TRIAL_NFEV * (int(rest.sum()) + 1))
+            rise = n * max(prob.error(trial) ** 2 - current ** 2, 0.0)
+            gain = budget + bonus - cand.bits - rise / (2 * LN2 * sigma ** 2)
+        if rise <= z ** 2 * eta ** 2 and gain > best_gain:
+            best, best_gain = (cand, trial), gain
+    return best
 
 
 def _se(v: float, se: float) -> float:
