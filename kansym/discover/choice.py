@@ -47,6 +47,22 @@ class _Option:
         return expression_complexity(self.expr)
 
 
+def _significantly_better(best: _Option | None, options: list[_Option]) -> tuple[_Option | None, str | None]:
+    """While an option with no more fitted constants and at most ``SIGNIFICANT_NODES`` more nodes
+    has squared errors below ``best``'s by more than ``SIGNIFICANT_Z`` standard errors of the
+    paired difference, the most accurate such option; and why (None: ``best`` stands)."""
+    why = None
+    while best is not None:
+        better = [(o, paired_gain(o.residual, best.residual)) for o in options
+                  if o.floats <= best.floats and o.complexity <= best.complexity + SIGNIFICANT_NODES]
+        better = [(o, z) for o, z in better if z > SIGNIFICANT_Z]
+        if not better:
+            break
+        best, z = min(better, key=lambda oz: (float(np.mean(oz[0].residual ** 2)), oz[0].complexity, str(oz[0].expr)))
+        why = f"squared errors {z:.1f} standard errors below the score's choice's, row by row, no more fitted constants"
+    return best, why
+
+
 def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: float, x: np.ndarray, y: np.ndarray,
                    y_model: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, *, log_space: bool = False) -> Formula:
     """The KAN's formula or a direct-search candidate, whichever has the lowest
@@ -111,16 +127,7 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
         margin = 0.0 if kan.warning or o.complexity < kan_complexity else DIRECT_MARGIN
         if o.score < min(best_score, kan_score - margin) - 1e-12:
             best, best_score = o, o.score
-    why = None
-    options += [] if kan_option is None else [kan_option]
-    while best is not None:
-        better = [(o, paired_gain(o.residual, best.residual)) for o in options
-                  if o.floats <= best.floats and o.complexity <= best.complexity + SIGNIFICANT_NODES]
-        better = [(o, z) for o, z in better if z > SIGNIFICANT_Z]
-        if not better:
-            break
-        best, z = min(better, key=lambda oz: (float(np.mean(oz[0].residual ** 2)), oz[0].complexity, str(oz[0].expr)))
-        why = f"squared errors {z:.1f} standard errors below the score's choice's, row by row, no more fitted constants"
+    best, why = _significantly_better(best, options + ([] if kan_option is None else [kan_option]))
     if best is None or best is kan_option:
         return kan
     others = [e.expr for e in kan.front] + [kan.expr] + [on_kan_symbols(c.expr) for c in direct]
