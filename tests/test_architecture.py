@@ -38,10 +38,6 @@ LONG_FUNCTIONS = {
     "kansym.discover.separate.decompose": 98,
     "kansym.discover.stages.train_stage": 93,
     "kansym.discover.symbolify.symbolify_stage": 122,
-    "kansym.symbolic.compose.symbolify": 103,
-    "kansym.symbolic.direct.direct_search": 201,
-    "kansym.symbolic.fit.select_edge_fit": 94,
-    "kansym.symbolic.occam.simplify_edges": 162,
 }
 
 

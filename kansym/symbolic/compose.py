@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import sympy
@@ -218,42 +218,16 @@ def symbolify(
         library = get_library(library)
     constant_lib = get_library(["0"])
     hurried = 0  # edges fitted quickly, after the deadline
-    with torch.no_grad():
-        trace = model.trace(x.to(model.layers[0].coef.dtype))
     edges: dict[EdgeId, EdgeFit] = {}
     candidates: dict[EdgeId, list[EdgeFit]] = {}
-    for layer, lt in enumerate(trace.layers):
-        mask = model.layers[layer].mask
-        node_std = lt.outputs.std(dim=0).double().cpu().numpy()  # (out,)
-        inputs = lt.inputs.double().cpu().numpy()  # (N, in)
-        values = lt.edges.double().cpu().numpy()  # (N, out, in)
-        for j in range(values.shape[1]):
-            for i in range(values.shape[2]):
-                if mask[j, i] == 0:
-                    continue
-                xv, yv = inputs[:, i], values[:, j, i]
-                small = yv.std() <= constant_tol * max(float(node_std[j]), 1e-12)
-                late = not small and time_is_up(deadline)
-                hurried += late
-                lib = constant_lib if small else library
-                rows = np.unique(np.linspace(0, len(xv) - 1, QUICK_ROWS).astype(int)) if late else slice(None)
-                # exhaustive: every candidate refined, so the Occam step can weigh accurate alternatives
-                fit, cands = select_edge_fit(xv[rows], yv[rows], lib, r2_threshold=r2_threshold,
-                                             exhaustive=exhaustive and not late)
-                candidates[(layer, i, j)] = cands
-                if fit.primitive != "0" and fit.r2 < min_r2:
-                    log.warning("edge %d:%d->%d fits no primitive (best: %s, R² = %.4f < %g); kept numeric",
-                                layer, i, j, fit.primitive, fit.r2, min_r2)
-                    fit = numeric_edge((layer, i, j), xv, yv, r2=fit.r2, best=fit.primitive)
-                edges[(layer, i, j)] = fit
-                if fit.primitive == "0":  # its R² (0 for a constant fit) says nothing: it is flat
-                    source = f" (input {input_names[i]})" if layer == 0 else ""
-                    log.info("edge %d:%d->%d%s: constant, flat on the data (spread %.2g of its node's)", layer, i, j,
-                             source, yv.std() / max(float(node_std[j]), 1e-300))
-                    continue
-                flag = (f" (below {r2_threshold}: best trade-off)" if fit.r2 < r2_threshold else "") + \
-                    (f" (time limit: fitted on at most {QUICK_ROWS} samples)" if late else "")
-                log.info("edge %d:%d->%d: %s, R² = %.6f%s", layer, i, j, fit.primitive, fit.r2, flag)
+    for edge, xv, yv, spread in _live_edge_samples(model, x):
+        fit, cands, late = _fit_edge(edge, xv, yv, spread, constant_lib, library, r2_threshold=r2_threshold,
+                                     constant_tol=constant_tol, min_r2=min_r2, exhaustive=exhaustive,
+                                     deadline=deadline)
+        hurried += late
+        candidates[edge] = cands
+        edges[edge] = fit
+        _log_edge_fit(edge, fit, yv, spread, input_names, r2_threshold, late)
     if hurried:
         deadline.cut(f"per-edge fits: {hurried} of {len(edges)} edges fitted quickly (on at most {QUICK_ROWS} samples)")
     sym = SymbolicKAN(
@@ -264,6 +238,56 @@ def symbolify(
         output_names=tuple(output_names),
     )
     return sym, candidates
+
+
+def _live_edge_samples(model: KAN, x: torch.Tensor) -> Iterator[tuple[EdgeId, np.ndarray, np.ndarray, float]]:
+    """Each live edge of ``model`` on the activations of ``x``: its id, input and output samples, and
+    the spread (std) of the node it feeds."""
+    with torch.no_grad():
+        trace = model.trace(x.to(model.layers[0].coef.dtype))
+    for layer, lt in enumerate(trace.layers):
+        mask = model.layers[layer].mask
+        node_std = lt.outputs.std(dim=0).double().cpu().numpy()  # (out,)
+        inputs = lt.inputs.double().cpu().numpy()  # (N, in)
+        values = lt.edges.double().cpu().numpy()  # (N, out, in)
+        for j in range(values.shape[1]):
+            for i in range(values.shape[2]):
+                if mask[j, i] == 0:
+                    continue
+                yield (layer, i, j), inputs[:, i], values[:, j, i], float(node_std[j])
+
+
+def _fit_edge(edge: EdgeId, xv: np.ndarray, yv: np.ndarray, spread: float, constant_lib: Sequence[Primitive],
+              library: Sequence[Primitive], *, r2_threshold: float, constant_tol: float, min_r2: float,
+              exhaustive: bool, deadline: Deadline | None) -> tuple[EdgeFit, list[EdgeFit], bool]:
+    """Fit one edge (a constant when flat, quickly once the deadline has passed, numeric when no
+    primitive reaches ``min_r2``): its fit, its candidates and whether it was fitted quickly."""
+    small = yv.std() <= constant_tol * max(spread, 1e-12)
+    late = not small and time_is_up(deadline)
+    lib = constant_lib if small else library
+    rows = np.unique(np.linspace(0, len(xv) - 1, QUICK_ROWS).astype(int)) if late else slice(None)
+    # exhaustive: every candidate refined, so the Occam step can weigh accurate alternatives
+    fit, cands = select_edge_fit(xv[rows], yv[rows], lib, r2_threshold=r2_threshold,
+                                 exhaustive=exhaustive and not late)
+    if fit.primitive != "0" and fit.r2 < min_r2:
+        log.warning("edge %d:%d->%d fits no primitive (best: %s, R² = %.4f < %g); kept numeric",
+                    *edge, fit.primitive, fit.r2, min_r2)
+        fit = numeric_edge(edge, xv, yv, r2=fit.r2, best=fit.primitive)
+    return fit, cands, late
+
+
+def _log_edge_fit(edge: EdgeId, fit: EdgeFit, yv: np.ndarray, spread: float, input_names: Sequence[str],
+                  r2_threshold: float, late: bool) -> None:
+    """Log one edge's fit at INFO level (a constant edge with its spread relative to its node's)."""
+    layer, i, j = edge
+    if fit.primitive == "0":  # its R² (0 for a constant fit) says nothing: it is flat
+        source = f" (input {input_names[i]})" if layer == 0 else ""
+        log.info("edge %d:%d->%d%s: constant, flat on the data (spread %.2g of its node's)", layer, i, j,
+                 source, yv.std() / max(spread, 1e-300))
+        return
+    flag = (f" (below {r2_threshold}: best trade-off)" if fit.r2 < r2_threshold else "") + \
+        (f" (time limit: fitted on at most {QUICK_ROWS} samples)" if late else "")
+    log.info("edge %d:%d->%d: %s, R² = %.6f%s", layer, i, j, fit.primitive, fit.r2, flag)
 
 
 @functools.lru_cache(maxsize=128)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 import sympy
@@ -239,10 +239,71 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
     list of DirectCandidate
         Refined candidates, errors on ``x, y``; empty when ``d > 2``.
     """
+    p = _problem(x, y, symbols, relative=relative, factor=factor, noise=noise, complexity_weight=complexity_weight)
+    if p is None:
+        return []
+    index = sub.subset_index(len(p.num), len(p.den), max_terms)
+    prelim = _subset_candidates(p, index, keep, deadline)
+    prelim.sort(key=lambda r: r.score)
+    # the noise floor of every candidate's constants: the best fit any candidate reached (a
+    # candidate that misses part of the law is held to it, not to its own misfit), or the
+    # floor from outside when that is lower
+    noise = min([r.error for r in prelim] + ([noise] if noise is not None and math.isfinite(noise) else []),
+                default=None)
+    raw, templates = _raw_candidates(p, prelim[: 4 * refine_top])
+    raw.sort(key=lambda r: r[:3])
+    out: list[DirectCandidate] = []
+    seen: set = set()
+    _refine_best(p, raw, noise, refine_top, deadline, out, seen)
+    # within a floor from outside every candidate ties and the simplest rank first; the most
+    # accurate raw candidates (by their own errors) are refined too, so that the data can
+    # decide (an oracle's floor can be looser than the law's fit: (1 + w)/sqrt(1 - w^2) and
+    # 2.4/(1 - 0.87 sin w) are both within 0.2 % of an oracle of v/c)
+    if p.outside > 0:
+        _refine_sharpest(p, prelim, templates, noise, deadline, out, seen)
+    return out
+
+
+class _Prelim(NamedTuple):
+    """A raw candidate of the subset solves, ``T^{-1}(P / Q)``, before refinement."""
+
+    score: float  # selection score of its error (raised to the floor from outside) and approximate nodes
+    name: str  # the target transform T
+    inverse: Callable[[sympy.Expr], sympy.Expr]  # T^{-1}
+    cols: np.ndarray  # the dictionary's columns
+    coef: np.ndarray  # their coefficients
+    error: float  # error on the search rows
+    whole: np.ndarray | None  # the coefficients rounded, where they fit as well (else None)
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """The data of one direct search, as its subset solves and refinements see them."""
+
+    x: np.ndarray
+    y: np.ndarray
+    syms: list[sympy.Symbol]  # plain symbols, one per column
+    to_signed: dict[sympy.Symbol, sympy.Symbol]  # plain -> carrying its column's sign
+    back: dict[sympy.Symbol, sympy.Symbol]  # signed -> the caller's symbols
+    relative: bool
+    factor: np.ndarray | None
+    num: list
+    den: list
+    rows: np.ndarray  # the rows of the subset solves
+    outside: float  # the noise floor from outside (0 when none)
+    complexity_weight: float
+    step: int  # every step-th row is used by the refinements
+    xr: np.ndarray
+    yr: np.ndarray
+
+
+def _problem(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol], *, relative: bool,
+             factor: np.ndarray | None, noise: float | None, complexity_weight: float) -> _Problem | None:
+    """Check and prepare the data of :func:`direct_search`; None when it cannot search them."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64).ravel()
     if x.ndim != 2 or x.shape[1] not in (1, 2) or x.shape[0] < 10 or not np.all(np.isfinite(y)) or np.ptp(y) == 0:
-        return []
+        return None
     # the search and the refit work with plain symbols (sympy's sign reasoning on float
     # polynomials under roots is slow); the final simplification knows each column's sign
     signed = _signed(symbols, x)
@@ -255,108 +316,130 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
         if relative or factor.shape != y.shape or not np.all(np.isfinite(factor) & (factor > 0)):
             factor = None
     num, den = _dictionary(x, syms)
-    index = sub.subset_index(len(num), len(den), max_terms)
     rows = np.unique(np.linspace(0, len(y) - 1, min(SEARCH_ROWS, len(y))).astype(int))
     # errors within the floor from outside are equal: among those candidates the simplest
     # ranks first (a leaf of a noisy oracle: the law's few terms, not the best fit of its noise)
     outside = noise if noise is not None and math.isfinite(noise) else 0.0
-    prelim = []  # (numeric score, transform, inverse, cols, coef, error, whole coef or None)
+    step = max(1, len(y) // REFINE_ROWS)
+    return _Problem(x, y, syms, to_signed, back, relative, factor, num, den, rows, outside, complexity_weight,
+                    step, x[::step], y[::step])
+
+
+def _raw_error(p: _Problem, name: str, cols: np.ndarray, coef: np.ndarray) -> float:
+    """The error on the search rows of ``T^{-1}(P / Q)`` with these coefficients."""
+    with np.errstate(all="ignore"):
+        pred = _INVERSE_NP[name](_rational(p.num, p.den, cols, coef, p.rows))
+        if name in ("sq", "invsq") and np.all(p.y < 0):
+            pred = -pred
+    return _nrmse(p.y[p.rows], pred, p.relative, None if p.factor is None else p.factor[p.rows])
+
+
+def _subset_candidates(p: _Problem, index: dict[int, np.ndarray], keep: int,
+                       deadline: Deadline | None) -> list[_Prelim]:
+    """The best subsets of the dictionary for each target transform (the deadline looked at before each
+    but the first), solved, in the order found."""
+    prelim: list[_Prelim] = []
     tried: set = set()
-    families = _transforms(y)
-
-    def raw_error(name: str, cols: np.ndarray, coef: np.ndarray) -> float:
-        """The error on the search rows of ``T^{-1}(P / Q)`` with these coefficients."""
-        with np.errstate(all="ignore"):
-            pred = _INVERSE_NP[name](_rational(num, den, cols, coef, rows))
-            if name in ("sq", "invsq") and np.all(y < 0):
-                pred = -pred
-        return _nrmse(y[rows], pred, relative, None if factor is None else factor[rows])
-
+    families = _transforms(p.y)
     for k, (name, t, inverse) in enumerate(families):
         if k and time_is_up(deadline):
             deadline.cut(f"direct search: {k} of {len(families)} target transforms searched")
             break
-        A = _design(t, num, den, rows)
-        if relative or factor is not None:  # weighted least squares: each row's error relative to y (or
+        A = _design(t, p.num, p.den, p.rows)
+        if p.relative or p.factor is not None:  # weighted least squares: each row's error relative to y (or
             with np.errstate(all="ignore"):  # times the factor), in T's units
-                scale = y[rows] if relative else 1.0 / factor[rows]
-                weight = 1.0 / np.abs(scale * _SLOPE[name](y[rows]))
+                scale = p.y[p.rows] if p.relative else 1.0 / p.factor[p.rows]
+                weight = 1.0 / np.abs(scale * _SLOPE[name](p.y[p.rows]))
             if not np.all(np.isfinite(weight)):
                 continue
             A, t = A * weight[:, None], t.copy()
-            t[rows] *= weight
-        for cols in sub.ranked(t, A, rows, index, keep):
-            coef = sub.coefficients(t[rows], A, cols)
-            if coef is None:
-                continue
-            cols, coef = sub.drop_negligible(cols, coef, A, t[rows])
-            if (name, tuple(cols)) in tried:
-                continue
-            tried.add((name, tuple(cols)))
-            err = raw_error(name, cols, coef)
-            if not math.isfinite(err):
-                continue
-            approx = 3 * (len(cols) - 1) + (0 if name == "id" else 2)
-            # within a floor from outside the candidates tie and the fewest nodes are refined
-            # first; floats that may snap to whole numbers leave a far simpler formula
-            # (1/sqrt(0.999 - 1.007 w**2) has 11 nodes, 1/sqrt(1 - w**2) 7), so a candidate whose
-            # coefficients rounded fit as well is ranked by the nodes it would have (a coefficient
-            # +-1 vanishes with its product, another whole number is one node), and refined
-            # from its own floats: the refinement's tests decide whether they snap
-            whole = np.round(coef)
-            if not (np.all(whole != 0) and max(raw_error(name, cols, whole), outside) <= max(err, outside)):
-                whole = None
-            else:
-                approx -= sum(3 if abs(c) == 1 and j else 1 for c, j in zip(whole, cols))
-            prelim.append((selection_score(max(err, outside), approx, complexity_weight), name, inverse, cols,
-                           coef, err, whole))
-    prelim.sort(key=lambda r: r[0])
-    # the noise floor of every candidate's constants: the best fit any candidate reached (a
-    # candidate that misses part of the law is held to it, not to its own misfit), or the
-    # floor from outside when that is lower
-    noise = min([r[5] for r in prelim] + ([noise] if noise is not None and math.isfinite(noise) else []),
-                default=None)
+            t[p.rows] *= weight
+        for cols in sub.ranked(t, A, p.rows, index, keep):
+            r = _solved_subset(p, name, inverse, t, A, cols, tried)
+            if r is not None:
+                prelim.append(r)
+    return prelim
+
+
+def _solved_subset(p: _Problem, name: str, inverse: Callable[[sympy.Expr], sympy.Expr], t: np.ndarray,
+                   A: np.ndarray, cols: np.ndarray, tried: set) -> _Prelim | None:
+    """One subset of columns solved, its negligible terms dropped; None if unsolvable, tried or not finite."""
+    coef = sub.coefficients(t[p.rows], A, cols)
+    if coef is None:
+        return None
+    cols, coef = sub.drop_negligible(cols, coef, A, t[p.rows])
+    if (name, tuple(cols)) in tried:
+        return None
+    tried.add((name, tuple(cols)))
+    err = _raw_error(p, name, cols, coef)
+    if not math.isfinite(err):
+        return None
+    approx = 3 * (len(cols) - 1) + (0 if name == "id" else 2)
+    # within a floor from outside the candidates tie and the fewest nodes are refined
+    # first; floats that may snap to whole numbers leave a far simpler formula
+    # (1/sqrt(0.999 - 1.007 w**2) has 11 nodes, 1/sqrt(1 - w**2) 7), so a candidate whose
+    # coefficients rounded fit as well is ranked by the nodes it would have (a coefficient
+    # +-1 vanishes with its product, another whole number is one node), and refined
+    # from its own floats: the refinement's tests decide whether they snap
+    whole = np.round(coef)
+    if not (np.all(whole != 0) and max(_raw_error(p, name, cols, whole), p.outside) <= max(err, p.outside)):
+        whole = None
+    else:
+        approx -= sum(3 if abs(c) == 1 and j else 1 for c, j in zip(whole, cols))
+    return _Prelim(selection_score(max(err, p.outside), approx, p.complexity_weight), name, inverse, cols,
+                   coef, err, whole)
+
+
+def _raw_candidates(p: _Problem, top: Sequence[_Prelim]) -> tuple[list[tuple], list[tuple]]:
+    """The raw candidates to refine, ``(score, nodes, text, expr)``: the best subsets' formulas and, with
+    one input, the fitted occupation templates; and those templates, ``(error, text, expr)``."""
     raw = []
-    for _, name, inverse, cols, coef, err, whole in prelim[: 4 * refine_top]:
+    for _, name, inverse, cols, coef, err, whole in top:
         # err: the numeric error of exactly this expression on the search rows (computed
         # above from the same coefficients; no need to lambdify each candidate again)
-        expr = _expression(num, den, cols, coef, inverse)
-        nodes = expression_complexity(expr if whole is None else _expression(num, den, cols, whole, inverse))
-        raw.append((selection_score(max(err, outside), nodes, complexity_weight), nodes, str(expr), expr))
+        expr = _expression(p.num, p.den, cols, coef, inverse)
+        nodes = expression_complexity(expr if whole is None else _expression(p.num, p.den, cols, whole, inverse))
+        raw.append((selection_score(max(err, p.outside), nodes, p.complexity_weight), nodes, str(expr), expr))
     templates = []  # amplitudes the links cannot hold: a x^p/(exp(c x^q) -+ 1), fitted (_templates)
-    for expr in occupation_candidates(x[:, 0], y, syms[0], factor=factor) if x.shape[1] == 1 else ():
+    for expr in occupation_candidates(p.x[:, 0], p.y, p.syms[0], factor=p.factor) if p.x.shape[1] == 1 else ():
         with np.errstate(all="ignore"):
-            pred = np.broadcast_to(np.asarray(lambdify_formula(expr, syms)(x[rows]), float), (len(rows),))
-        err = _nrmse(y[rows], pred, relative, None if factor is None else factor[rows])
+            pred = np.broadcast_to(np.asarray(lambdify_formula(expr, p.syms)(p.x[p.rows]), float), (len(p.rows),))
+        err = _nrmse(p.y[p.rows], pred, p.relative, None if p.factor is None else p.factor[p.rows])
         if math.isfinite(err):
             templates.append((err, str(expr), expr))
-            raw.append((selection_score(max(err, outside), expression_complexity(expr), complexity_weight),
+            raw.append((selection_score(max(err, p.outside), expression_complexity(expr), p.complexity_weight),
                         expression_complexity(expr), str(expr), expr))
-    raw.sort(key=lambda r: r[:3])
-    step = max(1, len(y) // REFINE_ROWS)
-    xr, yr = x[::step], y[::step]
-    out: list[DirectCandidate] = []
-    seen = set()
+    return raw, templates
 
-    def refined(expr: sympy.Expr, key: str) -> None:
-        try:
-            if factor is None:
-                fine = refine(expr, syms, xr, yr, noise=noise, loss_space="log" if relative else "linear")
-            else:
-                fine = refine_times_factor(expr, syms, xr, yr, factor[::step], noise)
-                if fine is None:
-                    log.debug("direct search: refining %s did not keep the factor apart", key)
-                    return
-            fine = simplify_formula(fine.xreplace(to_signed))
-            fine = take_out_squares(fine, [to_signed[s] for s in syms], xr)  # sqrt(b/(1-a)^2) -> sqrt(b)/(1-a)
-        except Exception as exc:  # a refit that fails leaves this raw candidate out  # noqa: BLE001
-            log.debug("direct search: refining %s failed (%s)", key, exc)
-            return
-        err = _error(fine, [to_signed[s] for s in syms], x, y, relative, factor)
-        if math.isfinite(err) and fine.free_symbols and str(fine) not in seen:  # a constant is no law of x
-            seen.add(str(fine))
-            out.append(DirectCandidate(fine.xreplace(back), err, expression_complexity(fine)))
 
+def _refine_into(p: _Problem, expr: sympy.Expr, key: str, noise: float | None, out: list[DirectCandidate],
+                 seen: set) -> None:
+    """Refine a raw candidate and add it to ``out`` unless it fails, is constant or was found already."""
+    syms, to_signed = p.syms, p.to_signed
+    try:
+        if p.factor is None:
+            fine = refine(expr, syms, p.xr, p.yr, noise=noise, loss_space="log" if p.relative else "linear")
+        else:
+            fine = refine_times_factor(expr, syms, p.xr, p.yr, p.factor[::p.step], noise)
+            if fine is None:
+                log.debug("direct search: refining %s did not keep the factor apart", key)
+                return
+        fine = simplify_formula(fine.xreplace(to_signed))
+        fine = take_out_squares(fine, [to_signed[s] for s in syms], p.xr)  # sqrt(b/(1-a)^2) -> sqrt(b)/(1-a)
+    except Exception as exc:  # a refit that fails leaves this raw candidate out  # noqa: BLE001
+        log.debug("direct search: refining %s failed (%s)", key, exc)
+        return
+    err = _error(fine, [to_signed[s] for s in syms], p.x, p.y, p.relative, p.factor)
+    if math.isfinite(err) and fine.free_symbols and str(fine) not in seen:  # a constant is no law of x
+        seen.add(str(fine))
+        out.append(DirectCandidate(fine.xreplace(p.back), err, expression_complexity(fine)))
+
+
+def _refine_best(p: _Problem, raw: Sequence[tuple], noise: float | None, refine_top: int,
+                 deadline: Deadline | None, out: list[DirectCandidate], seen: set) -> None:
+    """Refine the raw candidates in order until ``refine_top`` are refined, the deadline has passed
+    (after the first) or no further one can beat the best refined one."""
+    w = p.complexity_weight
     for _, comp, key, expr in raw:
         if len(out) >= refine_top:
             break
@@ -364,28 +447,27 @@ def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol],
             deadline.cut(f"direct search: {len(out)} candidates refined")
             break
         # raw candidates that cannot beat the best refined one even at their fewest nodes are left
-        floor_score = selection_score(outside, _least_complexity(expr, comp), complexity_weight)
-        if out and floor_score >= min(selection_score(max(c.error, outside), c.complexity, complexity_weight)
-                                      for c in out):
+        floor_score = selection_score(p.outside, _least_complexity(expr, comp), w)
+        if out and floor_score >= min(selection_score(max(c.error, p.outside), c.complexity, w) for c in out):
             break
-        refined(expr, key)
-    # within a floor from outside every candidate ties and the simplest rank first; the most
-    # accurate raw candidates (by their own errors) are refined too, so that the data can
-    # decide (an oracle's floor can be looser than the law's fit: (1 + w)/sqrt(1 - w^2) and
-    # 2.4/(1 - 0.87 sin w) are both within 0.2 % of an oracle of v/c)
-    if outside > 0:
-        sharp = sorted(prelim, key=lambda r: (selection_score(r[5], 3 * (len(r[3]) - 1) + (r[1] != "id") * 2,
-                                                              complexity_weight), r[1]))
-        for r in sharp[:SHARP]:
-            if time_is_up(deadline):
-                break
-            expr = _expression(num, den, r[3], r[4], r[2])
-            refined(expr, str(expr))
-        for _, key, expr in sorted(templates, key=lambda t: t[:2]):  # the fitted templates, by their own errors
-            if time_is_up(deadline):
-                break
-            refined(expr, key)
-    return out
+        _refine_into(p, expr, key, noise, out, seen)
+
+
+def _refine_sharpest(p: _Problem, prelim: Sequence[_Prelim], templates: Sequence[tuple], noise: float | None,
+                     deadline: Deadline | None, out: list[DirectCandidate], seen: set) -> None:
+    """Refine the raw candidates best by their own errors, then the fitted templates by theirs, while
+    the deadline has not passed."""
+    sharp = sorted(prelim, key=lambda r: (selection_score(r.error, 3 * (len(r.cols) - 1) + (r.name != "id") * 2,
+                                                          p.complexity_weight), r.name))
+    for r in sharp[:SHARP]:
+        if time_is_up(deadline):
+            break
+        expr = _expression(p.num, p.den, r.cols, r.coef, r.inverse)
+        _refine_into(p, expr, str(expr), noise, out, seen)
+    for _, key, expr in sorted(templates, key=lambda t: t[:2]):  # the fitted templates, by their own errors
+        if time_is_up(deadline):
+            break
+        _refine_into(p, expr, key, noise, out, seen)
 
 
 def _least_complexity(expr: sympy.Expr, complexity: int) -> int:

@@ -314,6 +314,19 @@ def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = 
     prims = sorted(_resolve(library), key=lambda p: p.complexity)
     x, m, sc = _normalise(x)
     data = se.prepare(x, y, o.max_grid_points)
+    fits = _fit_by_complexity(prims, data, o, r2_threshold, exhaustive)
+    fits.sort(key=lambda f: (f.complexity, -round(f.r2, 10)))  # stable: R² ties keep library order
+    chosen = _choose_fit(fits, prims, r2_threshold, complexity_weight)
+    if data.xs.size < data.x.size and chosen.prim.inner != "none":
+        polished = EdgeFit(chosen.primitive, *se.fit(chosen.prim, data, o, polish=True))
+        if polished.r2 >= chosen.r2:
+            fits[fits.index(chosen)] = chosen = polished
+    return _to_input_units(chosen, m, sc), [_to_input_units(f, m, sc) for f in fits]
+
+
+def _fit_by_complexity(prims: Sequence[Primitive], data: se.Data, o: se.Opts, r2_threshold: float,
+                       exhaustive: bool) -> list[EdgeFit]:
+    """Fit ``prims`` (sorted by complexity) in order, up to the level where one first clears the threshold."""
     fits: list[EdgeFit] = []
     cleared_at: int | None = None
     for prim in prims:  # in order of complexity
@@ -331,25 +344,25 @@ def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = 
         fits.append(EdgeFit(prim.name, *fit))
         if cleared_at is None and fits[-1].r2 >= r2_threshold:
             cleared_at = prim.complexity
-    fits.sort(key=lambda f: (f.complexity, -round(f.r2, 10)))  # stable: R² ties keep library order
+    return fits
+
+
+def _choose_fit(fits: Sequence[EdgeFit], prims: Sequence[Primitive], r2_threshold: float,
+                complexity_weight: float) -> EdgeFit:
+    """The first fit clearing the threshold, else the complexity trade-off's choice (raises FitError if none fits)."""
     good = [f for f in fits if f.r2 >= r2_threshold]
     if good:
-        chosen = good[0]
-    else:
-        finite = [f for f in fits if math.isfinite(f.r2)]
-        if not finite:
-            raise FitError("no primitive of the library fits these samples; widen the library or the ranges.")
-        score = {id(f): (1.0 - f.r2) + complexity_weight * f.complexity for f in finite}
-        best = min(score.values())
-        # scores within 1 % of the best are ties (sin and cos fit one curve to the last digits,
-        # which differ between machines): the simpler, then the library's order
-        order = {p.name: k for k, p in enumerate(prims)}
-        chosen = min((f for f in finite if score[id(f)] <= best + 0.01 * abs(best)),
-                     key=lambda f: (f.complexity, order.get(f.primitive, len(order))))
-        logger.debug("no primitive reached r2 >= %g; chose %r (r2=%.4g) by the complexity trade-off",
-                    r2_threshold, chosen.primitive, chosen.r2)
-    if data.xs.size < data.x.size and chosen.prim.inner != "none":
-        polished = EdgeFit(chosen.primitive, *se.fit(chosen.prim, data, o, polish=True))
-        if polished.r2 >= chosen.r2:
-            fits[fits.index(chosen)] = chosen = polished
-    return _to_input_units(chosen, m, sc), [_to_input_units(f, m, sc) for f in fits]
+        return good[0]
+    finite = [f for f in fits if math.isfinite(f.r2)]
+    if not finite:
+        raise FitError("no primitive of the library fits these samples; widen the library or the ranges.")
+    score = {id(f): (1.0 - f.r2) + complexity_weight * f.complexity for f in finite}
+    best = min(score.values())
+    # scores within 1 % of the best are ties (sin and cos fit one curve to the last digits,
+    # which differ between machines): the simpler, then the library's order
+    order = {p.name: k for k, p in enumerate(prims)}
+    chosen = min((f for f in finite if score[id(f)] <= best + 0.01 * abs(best)),
+                 key=lambda f: (f.complexity, order.get(f.primitive, len(order))))
+    logger.debug("no primitive reached r2 >= %g; chose %r (r2=%.4g) by the complexity trade-off",
+                r2_threshold, chosen.primitive, chosen.r2)
+    return chosen

@@ -153,102 +153,131 @@ def simplify_edges(
     (SymbolicKAN, list of Candidate)
         The simplified network and every formula evaluated (the first is the start).
     """
-    log_space = sym.transform.log_space
-    loss = "log" if log_space else "linear"
     n = int(y.shape[0])
     if n > max_rows:  # trials are compared on a fixed subsample; the final refine uses all rows
         idx = np.sort(np.random.default_rng(0).choice(n, max_rows, replace=False))
         x, y, n = x[idx], y[idx], max_rows
-    evaluations = 0  # formula evaluations so far (the work budget)
+    search = _OccamSearch(sym, symbols, x, y, n, floor=floor, deadline=deadline, max_alternatives=max_alternatives,
+                          max_trials=max_trials, max_evaluations=max_evaluations)
+    search.try_all_linear(candidates)
+    order = sorted(search.sym.edges, key=lambda k: -search.sym.edges[k].complexity)
+    if search.edge_pass("simplified", order, lambda edge, current: _simpler(candidates, edge, current, min_r2)):
+        search.edge_pass("upgraded", order, lambda edge, current: _upgrades(candidates, edge, current, floor))
+    log.debug("Occam step: %d formulas tried, %d formula evaluations", len(search.tried), search.evaluations)
+    return search.sym, search.tried
 
-    def evaluate(s: SymbolicKAN) -> tuple[sympy.Expr, float]:
-        nonlocal evaluations
-        raw = s.expressions(symbols)[0]
-        k = len(raw.atoms(sympy.Float))
-        try:
-            # the limit also stops a trial's refit (one took 50 s of a 108 s limit on a busy machine)
-            expr, used = refit_constants_counted(raw, symbols, x, y, loss_space=loss, max_nfev=30 * (k + 1),
-                                                 deadline=deadline)
-            evaluations += used
-        except (ValueError, ArithmeticError, TypeError) as exc:
-            log.debug("refit failed (%s); using the raw composition", exc)
-            expr = raw
-        evaluations += 1
-        return expr, formula_error(expr, symbols, x, y, log_space=log_space)
 
-    def record(s: SymbolicKAN, e: sympy.Expr, r: float, ok: bool) -> None:
-        bic = information_criterion(e, r, n, floor=floor)
-        tried.append(Candidate(e, _complexity(s), r, {k: f.primitive for k, f in s.edges.items()}, bic, ok))
+def _simpler(candidates: Mapping[EdgeId, Sequence[EdgeFit]], edge: EdgeId, current: EdgeFit,
+             min_r2: float) -> list[EdgeFit]:
+    """The edge's candidates simpler than ``current`` with R² at least ``min_r2``, simplest first."""
+    found = [c for c in candidates.get(edge, ())
+             if c.complexity < current.complexity and np.isfinite(c.r2) and c.r2 >= min_r2]
+    return sorted(found, key=lambda c: (c.complexity, -c.r2))
 
-    def better(e: sympy.Expr, r: float) -> bool:
-        return information_criterion(e, r, n, floor=floor) <= information_criterion(expr, err, n, floor=floor)
 
-    tried: list[Candidate] = []
-    expr, err = evaluate(sym)
-    record(sym, expr, err, True)
-    # The simplest network first: every edge linear (a law linear in the model's units,
-    # e.g. a power law in log space, is found even when the splines overfit a few rows).
-    def out_of_time() -> bool:
-        if not time_is_up(deadline):
-            return False
-        deadline.cut(f"Occam step: stopped after {len(tried) - 1} trials")
-        return True
-
-    linear = {k: next((c for c in candidates.get(k, ()) if c.primitive == "x"), None) for k in sym.edges}
-    if all(linear.values()) and any(f.primitive != "x" for f in sym.edges.values()) and not out_of_time():
-        trial = replace(sym, edges=linear)
-        t_expr, t_err = evaluate(trial)
-        ok = better(t_expr, t_err)
-        record(trial, t_expr, t_err, ok)
-        if ok:
-            log.info("simplified: every edge linear (normalised error %.3g -> %.3g)", err, t_err)
-            sym, expr, err = trial, t_expr, t_err
-    order = sorted(sym.edges, key=lambda k: -sym.edges[k].complexity)
-
-    def edge_pass(verb: str, alternatives: Callable[[EdgeId, EdgeFit], list[EdgeFit]]) -> bool:
-        """Try each edge's alternatives in order; keep the first the BIC accepts.
-
-        Returns False when the trial budget is spent (the search stops).
-        """
-        nonlocal sym, expr, err
-        for edge in order:
-            current = sym.edges[edge]
-            for alt in alternatives(edge, current)[:max_alternatives]:
-                if len(tried) > max_trials or evaluations >= max_evaluations:
-                    log.info("simplification stopped after %d trials (budget: %d trials, %d formula evaluations)",
-                             len(tried) - 1, max_trials, max_evaluations)
-                    return False
-                if out_of_time():
-                    return False
-                trial = replace(sym, edges={**sym.edges, edge: alt})
-                t_expr, t_err = evaluate(trial)
-                ok = better(t_expr, t_err)
-                record(trial, t_expr, t_err, ok)
-                if ok:
-                    log.info("%s: edge %d:%d->%d %s -> %s (normalised error %.3g -> %.3g)",
-                             verb, *edge, current.primitive, alt.primitive, err, t_err)
-                    sym, expr, err = trial, t_expr, t_err
-                    break
-        return True
-
-    def simpler(edge: EdgeId, current: EdgeFit) -> list[EdgeFit]:
-        found = [c for c in candidates.get(edge, ())
-                 if c.complexity < current.complexity and np.isfinite(c.r2) and c.r2 >= min_r2]
-        return sorted(found, key=lambda c: (c.complexity, -c.r2))
-
+def _upgrades(candidates: Mapping[EdgeId, Sequence[EdgeFit]], edge: EdgeId, current: EdgeFit,
+              floor: float) -> list[EdgeFit]:
+    """The edge's other candidates at least twice as accurate as ``current``, most accurate first."""
     # Upgrade pass: a primitive chosen because it cleared the per-edge threshold first may
     # only approximate the edge (x^2 for a Gaussian bump on one side of its peak); more
     # complex candidates at least twice as accurate on the edge are tried, and kept
     # when the whole formula's BIC improves.
-    def upgrades(edge: EdgeId, current: EdgeFit) -> list[EdgeFit]:
-        gap = 1.0 - current.r2 if np.isfinite(current.r2) else 1.0
-        if gap <= floor**2:
-            return []
-        found = [c for c in candidates.get(edge, ())
-                 if c.primitive != current.primitive and np.isfinite(c.r2) and 1.0 - c.r2 <= 0.5 * gap]
-        return sorted(found, key=lambda c: (-c.r2, c.complexity))
+    gap = 1.0 - current.r2 if np.isfinite(current.r2) else 1.0
+    if gap <= floor**2:
+        return []
+    found = [c for c in candidates.get(edge, ())
+             if c.primitive != current.primitive and np.isfinite(c.r2) and 1.0 - c.r2 <= 0.5 * gap]
+    return sorted(found, key=lambda c: (-c.r2, c.complexity))
 
-    if edge_pass("simplified", simpler):
-        edge_pass("upgraded", upgrades)
-    log.debug("Occam step: %d formulas tried, %d formula evaluations", len(tried), evaluations)
-    return sym, tried
+
+class _OccamSearch:
+    """The state of one greedy search: the current network and formula, every formula tried, the work spent."""
+
+    def __init__(self, sym: SymbolicKAN, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray, n: int, *,
+                 floor: float, deadline: Deadline | None, max_alternatives: int, max_trials: int,
+                 max_evaluations: int) -> None:
+        self.symbols, self.x, self.y, self.n = symbols, x, y, n
+        self.log_space = sym.transform.log_space
+        self.loss = "log" if self.log_space else "linear"
+        self.floor, self.deadline = floor, deadline
+        self.max_alternatives, self.max_trials, self.max_evaluations = max_alternatives, max_trials, max_evaluations
+        self.evaluations = 0  # formula evaluations so far (the work budget)
+        self.tried: list[Candidate] = []
+        self.sym = sym
+        self.expr, self.err = self.evaluate(sym)
+        self.record(sym, self.expr, self.err, True)
+
+    def evaluate(self, s: SymbolicKAN) -> tuple[sympy.Expr, float]:
+        """The formula of ``s`` with its constants refit (the raw composition if the refit fails), and its error."""
+        raw = s.expressions(self.symbols)[0]
+        k = len(raw.atoms(sympy.Float))
+        try:
+            # the limit also stops a trial's refit (one took 50 s of a 108 s limit on a busy machine)
+            expr, used = refit_constants_counted(raw, self.symbols, self.x, self.y, loss_space=self.loss,
+                                                 max_nfev=30 * (k + 1), deadline=self.deadline)
+            self.evaluations += used
+        except (ValueError, ArithmeticError, TypeError) as exc:
+            log.debug("refit failed (%s); using the raw composition", exc)
+            expr = raw
+        self.evaluations += 1
+        return expr, formula_error(expr, self.symbols, self.x, self.y, log_space=self.log_space)
+
+    def record(self, s: SymbolicKAN, e: sympy.Expr, r: float, ok: bool) -> None:
+        """Add a formula tried to :attr:`tried`."""
+        bic = information_criterion(e, r, self.n, floor=self.floor)
+        self.tried.append(Candidate(e, _complexity(s), r, {k: f.primitive for k, f in s.edges.items()}, bic, ok))
+
+    def better(self, e: sympy.Expr, r: float) -> bool:
+        """Whether a formula of error ``r`` has a BIC no larger than the current one's."""
+        return (information_criterion(e, r, self.n, floor=self.floor)
+                <= information_criterion(self.expr, self.err, self.n, floor=self.floor))
+
+    def out_of_time(self) -> bool:
+        """Whether the deadline has passed (the cut is then recorded)."""
+        if not time_is_up(self.deadline):
+            return False
+        self.deadline.cut(f"Occam step: stopped after {len(self.tried) - 1} trials")
+        return True
+
+    def trial(self, trial: SymbolicKAN) -> tuple[bool, sympy.Expr, float]:
+        """Evaluate and record a trial network: whether the BIC accepts it, its formula and its error."""
+        t_expr, t_err = self.evaluate(trial)
+        ok = self.better(t_expr, t_err)
+        self.record(trial, t_expr, t_err, ok)
+        return ok, t_expr, t_err
+
+    def try_all_linear(self, candidates: Mapping[EdgeId, Sequence[EdgeFit]]) -> None:
+        """Try the network with every edge linear, and move to it if the BIC accepts it."""
+        # The simplest network first: every edge linear (a law linear in the model's units,
+        # e.g. a power law in log space, is found even when the splines overfit a few rows).
+        linear = {k: next((c for c in candidates.get(k, ()) if c.primitive == "x"), None) for k in self.sym.edges}
+        if all(linear.values()) and any(f.primitive != "x" for f in self.sym.edges.values()) and not self.out_of_time():
+            trial = replace(self.sym, edges=linear)
+            ok, t_expr, t_err = self.trial(trial)
+            if ok:
+                log.info("simplified: every edge linear (normalised error %.3g -> %.3g)", self.err, t_err)
+                self.sym, self.expr, self.err = trial, t_expr, t_err
+
+    def edge_pass(self, verb: str, order: Sequence[EdgeId],
+                  alternatives: Callable[[EdgeId, EdgeFit], list[EdgeFit]]) -> bool:
+        """Try each edge's alternatives in order; keep the first the BIC accepts.
+
+        Returns False when the trial budget is spent (the search stops).
+        """
+        for edge in order:
+            current = self.sym.edges[edge]
+            for alt in alternatives(edge, current)[:self.max_alternatives]:
+                if len(self.tried) > self.max_trials or self.evaluations >= self.max_evaluations:
+                    log.info("simplification stopped after %d trials (budget: %d trials, %d formula evaluations)",
+                             len(self.tried) - 1, self.max_trials, self.max_evaluations)
+                    return False
+                if self.out_of_time():
+                    return False
+                trial = replace(self.sym, edges={**self.sym.edges, edge: alt})
+                ok, t_expr, t_err = self.trial(trial)
+                if ok:
+                    log.info("%s: edge %d:%d->%d %s -> %s (normalised error %.3g -> %.3g)",
+                             verb, *edge, current.primitive, alt.primitive, self.err, t_err)
+                    self.sym, self.expr, self.err = trial, t_expr, t_err
+                    break
+        return True
