@@ -268,7 +268,7 @@ def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = 
     complexity (ties: higher ``r2``, then library order). If none clears the threshold, take the
     minimiser of ``(1 - r2) + complexity_weight * complexity`` (scores within 1 % of it are
     ties: the simpler, then library order);
-    this fallback is logged at INFO level on the ``"kansym"`` logger.
+    this fallback is logged at DEBUG level on the ``"kansym"`` logger.
 
     Speed: the primitives are fitted in order of complexity. Unless ``exhaustive``,
     least-squares refinement is spent only on primitives whose grid R² is at least
