@@ -107,30 +107,36 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
                 prepare_out_dir(out, [], force=force, protect=protect)
             command = resume_command(ctx, data, example, target, inputs, dropna, "-o", out_dir, ckpt)
             raise save_interrupted(stop, ckpt, force=force, protect=protect, command=command) from None
-        from kansym.discover.budget import cut_short_line, time_limit_entry
+        from kansym.discover.budget import time_limit_entry
 
         extra.update(time_limit_entry(result))  # nothing when the limit did not bind
         written = write_fit_outputs(out, result, extra, force=force, protect=protect)
         remove_finished_checkpoint(resume, out / "interrupted.pt", quiet)
-        from kansym.cli.report import print_formulas, print_reduction
+        _report(result, notes, written, out, plots, quiet)
 
-        if not quiet:
-            print_reduction(result)
-        print_formulas(result.formulas)
-        for note in notes:
-            click.echo(note)
-        cut = cut_short_line(result)
-        if cut:
-            click.echo(f"NOTE: {cut} (a larger --time-limit, or 0 for none, lets every stage finish)")
-        if not quiet:
-            click.echo(f"wrote {', '.join(written)} in {out}", err=True)
-        if plots is not None:
-            if result.trained is None:
-                click.echo("no plots: the law is a constant times a monomial, no KAN was trained", err=True)
-            else:
-                from kansym.cli.plot import write_run_plots
 
-                write_run_plots(result, Path(plots), quiet=quiet)
+def _report(result, notes: list[str], written: list[str], out: Path, plots: str | None, quiet: bool) -> None:
+    """Print the run's formulas, its notes and what it wrote in ``out``; write its plots in ``plots`` when asked."""
+    from kansym.cli.report import print_formulas, print_reduction
+    from kansym.discover.budget import cut_short_line
+
+    if not quiet:
+        print_reduction(result)
+    print_formulas(result.formulas)
+    for note in notes:
+        click.echo(note)
+    cut = cut_short_line(result)
+    if cut:
+        click.echo(f"NOTE: {cut} (a larger --time-limit, or 0 for none, lets every stage finish)")
+    if not quiet:
+        click.echo(f"wrote {', '.join(written)} in {out}", err=True)
+    if plots is not None:
+        if result.trained is None:
+            click.echo("no plots: the law is a constant times a monomial, no KAN was trained", err=True)
+        else:
+            from kansym.cli.plot import write_run_plots
+
+            write_run_plots(result, Path(plots), quiet=quiet)
 
 
 def _announce(table, config, quiet: bool) -> None:

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from dataclasses import replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -183,6 +183,24 @@ def discover(
     deadline = Deadline(config.time_limit) if deadline is None else deadline
     stages = Stages(deadline, progress)
     x, y = _as_2d(x, y)
+    run = _column_run(x, y, input_names, output_names, config, progress, deadline, stages)
+    try:
+        with _blas_threads(config.train.num_threads):
+            found = screened_discover(run, x, y, input_names, config, resume, stages)  # input screening (issue 19)
+    except KeyboardInterrupt as stop:
+        if isinstance(stop, RunInterrupted) and isinstance(getattr(stop.bundle, "meta", {}).get("resume"), dict):
+            raise
+        # before the KAN's training (or in the screening's or the oracle's): nothing to resume
+        raise RunInterrupted(f"interrupted during the {stages.current}", stage=stages.current) from None
+    found = replace(found, time_limit=deadline.seconds, cut_short=deadline.cuts)
+    return _finish(found)
+
+
+def _column_run(x: np.ndarray, y: np.ndarray, input_names: Sequence[str], output_names: Sequence[str],
+                config: DiscoverConfig, progress: bool | None, deadline: Deadline,
+                stages: Stages) -> Callable[[Sequence[int], ResumePoint | None], Discovery]:
+    """The run on some of ``x``'s columns, as the input screening calls it: in working units, its result (and an
+    interruption's checkpoint) in the table's."""
 
     def run(cols: Sequence[int], point: ResumePoint | None) -> Discovery:
         names = [input_names[i] for i in cols]
@@ -196,17 +214,7 @@ def discover(
         except RunInterrupted as stop:
             raise interrupted_to_table(stop, scales) from None
         return discovery_to_table(found, scales, scales.x_to_table(rows.x), scales.y_to_table(rows.y))
-
-    try:
-        with _blas_threads(config.train.num_threads):
-            found = screened_discover(run, x, y, input_names, config, resume, stages)  # input screening (issue 19)
-    except KeyboardInterrupt as stop:
-        if isinstance(stop, RunInterrupted) and isinstance(getattr(stop.bundle, "meta", {}).get("resume"), dict):
-            raise
-        # before the KAN's training (or in the screening's or the oracle's): nothing to resume
-        raise RunInterrupted(f"interrupted during the {stages.current}", stage=stages.current) from None
-    found = replace(found, time_limit=deadline.seconds, cut_short=deadline.cuts)
-    return _finish(found)
+    return run
 
 
 def _as_2d(x, y) -> tuple[np.ndarray, np.ndarray]:

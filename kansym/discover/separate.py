@@ -148,6 +148,14 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
             return transformed
         log.debug("structure: %s do not separate", ", ".join(names))
         return None
+    return _solved_leaf(f, z, symbols, eps, complexity_weight, deadline)
+
+
+def _solved_leaf(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps, complexity_weight: float,
+                 deadline: Deadline | None) -> tuple[list[sympy.Expr], Split] | None:
+    """A piece of one or two inputs not split further, solved by the direct search on the oracle's values: its
+    best formulas (up to ``LEAF_ALTERNATIVES``) and the leaf, or None when the search finds nothing."""
+    names = tuple(s.name for s in symbols)
     rows = z[np.linspace(0, len(z) - 1, min(len(z), LEAF_ROWS)).astype(int)]
     h = f(rows)
     # the oracle's values carry its error: below it every candidate is as good (simplest wins)

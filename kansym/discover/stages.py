@@ -11,6 +11,7 @@ chains them all.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -30,7 +31,7 @@ from kansym.symbolic.verify import r2_score
 from kansym.train.config import TrainConfig
 from kansym.train.fit import finetune, fit
 from kansym.train.memory import check_training_memory
-from kansym.train.state import FitInterrupted
+from kansym.train.state import FitInterrupted, FitState
 
 __all__ = ["train_stage", "prune_stage", "finetune_stage", "torch_dtype"]
 
@@ -103,38 +104,58 @@ def train_stage(
     """
     if x.shape[0] < MIN_ROWS:
         raise DataError(f"kansym needs at least {MIN_ROWS} rows to train and validate a KAN, got {x.shape[0]}")
-    torch_type = torch_dtype(dtype)
-    state = None
-    if resume is not None:
-        resume.check_data(x, y)
-        state = resume.state
-        bundle = resume.bundle
-        space, transform, model = bundle.meta.get("space", space), bundle.transform, bundle.model.to(torch_type)
-    else:
-        check_training_memory((x.shape[1], *hidden, y.shape[1]), grid_size, spline_order, x.shape[0])
-        space = choose_space(x, y, space)
-        transform = DataTransform.fit(x, y, log_space=space == "log")
-        kcfg = KANConfig(width=(x.shape[1], *hidden, y.shape[1]), grid_size=grid_size, spline_order=spline_order,
-                         seed=seed)
-        model = KAN(kcfg).to(torch_type)
-    start = f" from step {state.step}" if state is not None else ""
+    start = _starting_point(x, y, resume, hidden=hidden, grid_size=grid_size, spline_order=spline_order, space=space,
+                            seed=seed, dtype=dtype)
+    from_step = f" from step {start.state.step}" if start.state is not None else ""
     what = f" ({label})" if label else ""
-    log.info("training a %s KAN%s in %s units on %d rows for %d steps%s", list(model.width), what, space,
-             x.shape[0], train.steps, start)
-    u = torch.as_tensor(transform.inputs(x), dtype=torch_type)
-    v = torch.as_tensor(transform.targets(y), dtype=torch_type)
+    log.info("training a %s KAN%s in %s units on %d rows for %d steps%s", list(start.model.width), what, start.space,
+             x.shape[0], train.steps, from_step)
+    u = torch.as_tensor(start.transform.inputs(x), dtype=start.dtype)
+    v = torch.as_tensor(start.transform.targets(y), dtype=start.dtype)
     try:
-        result = fit(model, u, v, train, progress=progress, resume=state, deadline=deadline, on_step=on_step)
+        result = fit(start.model, u, v, train, progress=progress, resume=start.state, deadline=deadline,
+                     on_step=on_step)
     except FitInterrupted as stop:
-        meta = {"space": space, "train_config": train.to_dict(), "history": stop.result.history.to_dict()}
-        partial = ModelBundle.create(stop.result.model.cpu(), transform, input_names, output_names, x, y,
-                                     meta=meta, seed=seed)
+        partial = start.bundle(stop.result, train, input_names, output_names, x, y, seed)
         raise RunInterrupted(str(stop), bundle=partial, state=stop.state) from None
     if result.cut_short:
         run = f" ({label.split(':')[0]})" if label else ""
         deadline.cut(f"training{run}: {len(result.history.step)} of {train.steps} steps")
-    meta = {"space": space, "train_config": train.to_dict(), "history": result.history.to_dict()}
-    return ModelBundle.create(result.model.cpu(), transform, input_names, output_names, x, y, meta=meta, seed=seed)
+    return start.bundle(result, train, input_names, output_names, x, y, seed)
+
+
+@dataclass(frozen=True)
+class _Start:
+    """Where a training starts: its units, data transform, model (in ``dtype``) and state (None: step 0)."""
+
+    space: str
+    transform: DataTransform
+    model: KAN
+    state: FitState | None
+    dtype: torch.dtype
+
+    def bundle(self, result, train: TrainConfig, input_names, output_names, x, y, seed: int) -> ModelBundle:
+        """The fitted (or interrupted) ``result``'s model bundled with its space, config and history."""
+        meta = {"space": self.space, "train_config": train.to_dict(), "history": result.history.to_dict()}
+        return ModelBundle.create(result.model.cpu(), self.transform, input_names, output_names, x, y, meta=meta,
+                                  seed=seed)
+
+
+def _starting_point(x: np.ndarray, y: np.ndarray, resume: ResumePoint | None, *, hidden: Sequence[int],
+                    grid_size: int, spline_order: int, space: str, seed: int, dtype: str) -> _Start:
+    """The interrupted training ``resume`` (its model, transform and space), or a new seeded KAN on ``x, y``."""
+    torch_type = torch_dtype(dtype)
+    if resume is not None:
+        resume.check_data(x, y)
+        bundle = resume.bundle
+        return _Start(bundle.meta.get("space", space), bundle.transform, bundle.model.to(torch_type), resume.state,
+                      torch_type)
+    check_training_memory((x.shape[1], *hidden, y.shape[1]), grid_size, spline_order, x.shape[0])
+    space = choose_space(x, y, space)
+    transform = DataTransform.fit(x, y, log_space=space == "log")
+    kcfg = KANConfig(width=(x.shape[1], *hidden, y.shape[1]), grid_size=grid_size, spline_order=spline_order,
+                     seed=seed)
+    return _Start(space, transform, KAN(kcfg).to(torch_type), None, torch_type)
 
 
 def prune_stage(bundle: ModelBundle, *, theta: float = 1e-2) -> tuple[ModelBundle, PruneResult]:

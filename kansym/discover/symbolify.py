@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -113,12 +113,26 @@ def symbolify_stage(
     if not held_out:
         x_test, y_test = x, y
     symbols = tuple(input_symbols(bundle.input_names, positive=bundle.transform.log_space))
-    tried: list = []
     # an exact direct formula makes the KAN's Occam step and refit (minutes on some 2-input laws) moot
     exact_direct = bool(direct) and min(c.error for c in direct) <= EXACT_DIRECT_ERROR
     occam = len(bundle.output_names) == 1 and simplify and not exact_direct
     fits_by, occam_by, refine_by = (stage_deadline(deadline, s) for s in ("per-edge fits", "Occam step", "refinement"))
     stages = stages or Stages(show=False)
+    sym, tried = _edge_primitives(bundle, x, y, symbols, stages, occam=occam, fits_by=fits_by, occam_by=occam_by,
+                                  library=library, r2_threshold=r2_threshold, min_edge_r2=min_edge_r2)
+    outputs = _Outputs(bundle=bundle, x=x, y=y, x_test=x_test, y_test=y_test, held_out=held_out,
+                       y_model=bundle.predict(x), y_model_test=bundle.predict(x_test), symbols=symbols, tried=tried,
+                       direct=direct, exact_direct=exact_direct, complexity_weight=complexity_weight,
+                       deadline=deadline, refine_by=refine_by, stages=stages)
+    formulas = [_output_formula(outputs, k, raw) for k, raw in enumerate(sym.expressions(symbols))]
+    return sym, tuple(formulas)
+
+
+def _edge_primitives(bundle: ModelBundle, x: np.ndarray, y: np.ndarray, symbols: tuple, stages: Stages, *,
+                     occam: bool, fits_by: Deadline | None, occam_by: Deadline | None, library: Sequence[str] | None,
+                     r2_threshold: float, min_edge_r2: float) -> tuple[SymbolicKAN, list]:
+    """A primitive for each edge, then (``occam``) simpler ones where the data allow; the Occam step's trials."""
+    tried: list = []
     width = bundle.model.width
     stages.start("per-edge fits", f"a primitive for each of the {sum(a * b for a, b in zip(width, width[1:]))} edges")
     sym, candidates = symbolify(
@@ -132,50 +146,91 @@ def symbolify_stage(
     elif occam:
         stages.start("Occam step", "simpler primitives where the data allow (BIC)")
         sym, tried = simplify_edges(sym, candidates, symbols, x, y[:, 0], deadline=occam_by)
-    y_model = bundle.predict(x)
-    y_model_test = bundle.predict(x_test)
-    loss_space = "log" if bundle.transform.log_space else "linear"
-    formulas = []
-    for k, raw in enumerate(sym.expressions(symbols)):
-        # the noise floor of the constants' snapping: the model's or a smooth fit's held-out error
-        noise = noise_floor(y_test[:, k], y_model_test[:, k], loss_space,
-                            smooth=(x, y[:, k], x_test, y_test[:, k]) if held_out else None)
-        if exact_direct:  # with an exact direct formula the KAN's composition is only shown, not refined
-            expr = raw
-        elif time_is_up(refine_by):  # the best so far: the Occam step's last accepted formula (constants refit)
-            refine_by.cut("refinement: skipped")
-            expr = next((c.expr for c in reversed(tried) if c.accepted), raw)
-        else:
-            stages.start("refinement", f"the constants of {bundle.output_names[k]}'s formula refit and snapped")
-            expr = refine(raw, symbols, x, y[:, k], loss_space=loss_space, noise=noise, deadline=refine_by)
-        stages.start("verification", f"{bundle.output_names[k]}'s formula against the model and the other candidates")
-        fid = fidelity(lambdify_formula(expr, symbols), x, y[:, k], y_model[:, k]) if _finite(expr, symbols, x) else None
-        # a composition undefined on some rows (an edge's fit left its domain) is scored as such
-        raw_fid = fidelity(lambdify_formula(raw, symbols), x, y[:, k], y_model[:, k]) if _finite(raw, symbols, x) \
-            else UNDEFINED
-        if fid is None or fid.r2_data < raw_fid.r2_data - 1e-6:
-            log.info("refinement lowered R² (%s < %.6g); keeping the raw composition",
-                     "nan" if fid is None else f"{fid.r2_data:.6g}", raw_fid.r2_data)
-            expr, fid = _rounded_raw(raw, raw_fid, symbols, x, y[:, k], y_model[:, k], loss_space, noise, deadline)
-        if loss_space == "log" and fid is not None and expr.has(sympy.Float) and not time_is_up(refine_by):
-            expr, fid = _refined_in_linear_space(expr, fid, symbols, x, y[:, k], y_model[:, k], refine_by,
-                                                 noise_floor(y_test[:, k], y_model_test[:, k], "linear"))
-        yt = y_test[:, k]
-        front = pareto_front([c.expr for c in tried] + [raw], expr, symbols, x_test, yt)
-        formula = Formula(
-            expr=expr, raw=raw, symbols=symbols, fidelity=fid, target=bundle.output_names[k],
-            candidates=tuple(tried), r2_test=next(e.r2 for e in front if e.chosen),
-            r2_model_test=r2_score(yt, y_model_test[:, k]), n_test=int(x_test.shape[0]) if held_out else 0,
-            front=front,
-        )
-        if direct is not None and len(bundle.output_names) == 1:
-            formula = choose_formula(formula, direct, complexity_weight, x, y[:, 0], y_model[:, 0], x_test, yt,
-                                     log_space=loss_space == "log")
-        # numeric edges make a partial formula, never the answer (kansym.discover.partial)
-        formula = settle_partial(formula, direct, x, y[:, k], y_model[:, k], x_test, yt, loss_space=loss_space,
-                                 noise=noise, deadline=deadline)
-        formulas.append(formula)
-    return sym, tuple(formulas)
+    return sym, tried
+
+
+@dataclass(frozen=True)
+class _Outputs:
+    """What each output's formula is refined, verified and chosen on: the fitting rows, the held-out ones (the
+    fitting rows when none are held out), the model's predictions on both, the Occam step's trials, the direct
+    search's candidates and the run's deadline (``refine_by``: the refinement's share)."""
+
+    bundle: ModelBundle
+    x: np.ndarray
+    y: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    held_out: bool
+    y_model: np.ndarray
+    y_model_test: np.ndarray
+    symbols: tuple
+    tried: list
+    direct: Sequence[DirectCandidate] | None
+    exact_direct: bool
+    complexity_weight: float
+    deadline: Deadline | None
+    refine_by: Deadline | None
+    stages: Stages
+
+    @property
+    def loss_space(self) -> str:
+        """The units of the refits: ``"log"`` for a model that learned in log space, else ``"linear"``."""
+        return "log" if self.bundle.transform.log_space else "linear"
+
+
+def _output_formula(out: _Outputs, k: int, raw: sympy.Expr) -> Formula:
+    """Output ``k``'s formula from the KAN's composition ``raw``: refined, verified, set against the direct search."""
+    loss_space = out.loss_space
+    # the noise floor of the constants' snapping: the model's or a smooth fit's held-out error
+    noise = noise_floor(out.y_test[:, k], out.y_model_test[:, k], loss_space,
+                        smooth=(out.x, out.y[:, k], out.x_test, out.y_test[:, k]) if out.held_out else None)
+    expr = _refined_composition(out, k, raw, noise)
+    expr, fid = _verified(out, k, raw, expr, noise)
+    yt = out.y_test[:, k]
+    front = pareto_front([c.expr for c in out.tried] + [raw], expr, out.symbols, out.x_test, yt)
+    formula = Formula(
+        expr=expr, raw=raw, symbols=out.symbols, fidelity=fid, target=out.bundle.output_names[k],
+        candidates=tuple(out.tried), r2_test=next(e.r2 for e in front if e.chosen),
+        r2_model_test=r2_score(yt, out.y_model_test[:, k]), n_test=int(out.x_test.shape[0]) if out.held_out else 0,
+        front=front,
+    )
+    if out.direct is not None and len(out.bundle.output_names) == 1:
+        formula = choose_formula(formula, out.direct, out.complexity_weight, out.x, out.y[:, 0], out.y_model[:, 0],
+                                 out.x_test, yt, log_space=loss_space == "log")
+    # numeric edges make a partial formula, never the answer (kansym.discover.partial)
+    return settle_partial(formula, out.direct, out.x, out.y[:, k], out.y_model[:, k], out.x_test, yt,
+                          loss_space=loss_space, noise=noise, deadline=out.deadline)
+
+
+def _refined_composition(out: _Outputs, k: int, raw: sympy.Expr, noise: float | None) -> sympy.Expr:
+    """Output ``k``'s composition with its constants refit and snapped (as it is beside an exact direct formula)."""
+    if out.exact_direct:  # with an exact direct formula the KAN's composition is only shown, not refined
+        return raw
+    if time_is_up(out.refine_by):  # the best so far: the Occam step's last accepted formula (constants refit)
+        out.refine_by.cut("refinement: skipped")
+        return next((c.expr for c in reversed(out.tried) if c.accepted), raw)
+    out.stages.start("refinement", f"the constants of {out.bundle.output_names[k]}'s formula refit and snapped")
+    return refine(raw, out.symbols, out.x, out.y[:, k], loss_space=out.loss_space, noise=noise,
+                  deadline=out.refine_by)
+
+
+def _verified(out: _Outputs, k: int, raw: sympy.Expr, expr: sympy.Expr,
+              noise: float | None) -> tuple[sympy.Expr, Fidelity]:
+    """``expr`` and its fidelity on output ``k``'s fitting rows, or the raw composition where ``expr`` scores lower."""
+    x, y, y_model, symbols, loss_space = out.x, out.y[:, k], out.y_model[:, k], out.symbols, out.loss_space
+    out.stages.start("verification",
+                     f"{out.bundle.output_names[k]}'s formula against the model and the other candidates")
+    fid = fidelity(lambdify_formula(expr, symbols), x, y, y_model) if _finite(expr, symbols, x) else None
+    # a composition undefined on some rows (an edge's fit left its domain) is scored as such
+    raw_fid = fidelity(lambdify_formula(raw, symbols), x, y, y_model) if _finite(raw, symbols, x) else UNDEFINED
+    if fid is None or fid.r2_data < raw_fid.r2_data - 1e-6:
+        log.info("refinement lowered R² (%s < %.6g); keeping the raw composition",
+                 "nan" if fid is None else f"{fid.r2_data:.6g}", raw_fid.r2_data)
+        expr, fid = _rounded_raw(raw, raw_fid, symbols, x, y, y_model, loss_space, noise, out.deadline)
+    if loss_space == "log" and fid is not None and expr.has(sympy.Float) and not time_is_up(out.refine_by):
+        expr, fid = _refined_in_linear_space(expr, fid, symbols, x, y, y_model, out.refine_by,
+                                             noise_floor(out.y_test[:, k], out.y_model_test[:, k], "linear"))
+    return expr, fid
 
 
 def symbolify_bundle(
