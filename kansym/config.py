@@ -12,12 +12,15 @@ from typing import Any, TypeVar
 
 from kansym.errors import ConfigError
 
-__all__ = ["PlainConfig", "check_seed", "MAX_SEED", "MAX_STEPS"]
+__all__ = ["PlainConfig", "check_seed", "MAX_SEED", "MAX_STEPS", "R2_THRESHOLD"]
 
 C = TypeVar("C", bound="PlainConfig")
 
 MAX_SEED = 2**63 - 1  # numpy's SeedSequence takes no negative seed, torch.manual_seed none above 2**64 - 1
 MAX_STEPS = 10**9  # optimiser steps of one run: more would not end in a lifetime, and overflow the progress bar
+# R² an edge's primitive must reach to be taken outright (else the trade-off with complexity decides;
+# kansym.symbolic.fit.select_edge_fit): the one default of every r2_threshold (configs, CLI, estimator)
+R2_THRESHOLD = 0.999
 
 
 def check_seed(seed: Any, name: str = "seed") -> None:

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from kansym.config import R2_THRESHOLD
 from kansym.deadline import DEFAULT_TIME_LIMIT
 from kansym.errors import ConfigError, DataError
 
@@ -106,7 +107,7 @@ class KANRegressor:
 
     def __init__(self, hidden: Sequence[int] = (5,), grid_size: int = 5, steps: int = 20, lamb: float = 0.2,
                  theta: float = 1e-2, space: str = "auto", library: Sequence[str] | None = None,
-                 r2_threshold: float = 0.999, min_edge_r2: float = 0.9, holdout: float = 0.2,
+                 r2_threshold: float = R2_THRESHOLD, min_edge_r2: float = 0.9, holdout: float = 0.2,
                  max_train_rows: int | None = 3000, seed: int = 0, device: str = "cpu",
                  units: Any = None, complexity_weight: float = 0.05, screen: bool = True,
                  keep_inputs: Sequence[str] = (), time_limit: float | None = DEFAULT_TIME_LIMIT) -> None:

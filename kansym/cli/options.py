@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from kansym.cli.common import CLIError
-from kansym.config import MAX_STEPS
+from kansym.config import MAX_STEPS, R2_THRESHOLD
 from kansym.errors import ConfigError
 
 __all__ = ["EXAMPLES", "NON_NEGATIVE", "data_options", "model_options", "symbolic_options", "resolve_data", "split_names",
@@ -91,7 +91,7 @@ def parse_hidden(value: str) -> tuple[int, ...]:
 
 
 def discover_config(*, hidden: str = "5", grid_size: int = 5, steps: int | None = None, lamb: float | None = None,
-                    theta: float = 1e-2, space: str = "auto", lib: str | None = None, r2_threshold: float = 0.999,
+                    theta: float = 1e-2, space: str = "auto", lib: str | None = None, r2_threshold: float = R2_THRESHOLD,
                     seed: int = 0, device: str = "cpu", finetune_steps: int | None = None,
                     complexity_weight: float | None = None, max_train_rows: int | None = None,
                     screen: bool = True, keep_inputs: str | None = None, time_limit: float | None = None):
@@ -146,7 +146,7 @@ def data_options(fn):
 
 
 def symbolic_options(fn):
-    fn = click.option("--r2-threshold", default=0.999, show_default=True, type=click.FloatRange(0, 1, min_open=True), help="R² an edge's primitive must reach.")(fn)
+    fn = click.option("--r2-threshold", default=R2_THRESHOLD, show_default=True, type=click.FloatRange(0, 1, min_open=True), help="R² an edge's primitive must reach.")(fn)
     fn = click.option("--complexity-weight", default=0.05, show_default=True, type=NON_NEGATIVE, help="Weight w of the choice of formula: minimise log10(error) + w * complexity (1, 2 inputs: direct search vs the KAN's formula).")(fn)
     fn = click.option("--lib", default=None, help="Comma-separated primitive names for edges (default: all), e.g. sin,exp,x^2.")(fn)
     fn = click.option("--theta", default=1e-2, show_default=True, type=NON_NEGATIVE, help="Node pruning threshold theta (>= 0): a hidden node survives iff its largest incoming and outgoing edge scores both exceed it.")(fn)

@@ -10,6 +10,7 @@ from kansym.cli.common import (
     check_device, check_output_file, common_options, run_safely, setup_logging, write_output_text,
 )
 from kansym.cli.options import NON_NEGATIVE
+from kansym.config import R2_THRESHOLD
 
 
 @click.command("symbolify")
@@ -19,7 +20,7 @@ from kansym.cli.options import NON_NEGATIVE
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), help="Write the formula record (sympy, latex, R², edges) to this JSON file.")
 @click.option("--data", default=None, type=click.Path(dir_okay=False), help="Refine and verify on this CSV instead of the checkpoint's calibration rows.")
 @click.option("--lib", default=None, help="Comma-separated primitive names (default: all).")
-@click.option("--r2-threshold", default=0.999, show_default=True, type=click.FloatRange(0, 1, min_open=True), help="R² an edge's primitive must reach.")
+@click.option("--r2-threshold", default=R2_THRESHOLD, show_default=True, type=click.FloatRange(0, 1, min_open=True), help="R² an edge's primitive must reach.")
 @click.option("--complexity-weight", default=0.05, show_default=True, type=NON_NEGATIVE, help="Weight w of the choice of formula: minimise log10(error) + w * complexity (1, 2 inputs: direct search vs the KAN's formula).")
 @click.option("--force", is_flag=True, help="Overwrite existing output files not written by kansym.")
 @common_options

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kansym.config import PlainConfig, check_seed
+from kansym.config import R2_THRESHOLD, PlainConfig, check_seed
 from kansym.deadline import DEFAULT_TIME_LIMIT
 from kansym.discover.result import MIN_ROWS
 from kansym.errors import ConfigError
@@ -110,7 +110,7 @@ class DiscoverConfig(PlainConfig):
     finetune_grid_size: int | None = 10
     space: str = "auto"
     library: tuple[str, ...] | None = None
-    r2_threshold: float = 0.999
+    r2_threshold: float = R2_THRESHOLD
     min_edge_r2: float = 0.9
     holdout: float = 0.2
     max_train_rows: int | None = 3000

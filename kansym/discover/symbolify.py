@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 import sympy
 
+from kansym.config import R2_THRESHOLD
 from kansym.deadline import Deadline, time_is_up
 from kansym.discover.budget import stage_deadline
 from kansym.discover.choice import choose_formula
@@ -62,7 +63,7 @@ def symbolify_stage(
     y_test: np.ndarray | None = None,
     *,
     library: Sequence[str] | None = None,
-    r2_threshold: float = 0.999,
+    r2_threshold: float = R2_THRESHOLD,
     min_edge_r2: float = 0.9,
     simplify: bool = True,
     direct: Sequence[DirectCandidate] | None = None,
@@ -282,7 +283,7 @@ def symbolify_bundle(
     return sym, formulas
 
 
-def occam_candidates(bundle: ModelBundle, *, library: Sequence[str] | None = None, r2_threshold: float = 0.999,
+def occam_candidates(bundle: ModelBundle, *, library: Sequence[str] | None = None, r2_threshold: float = R2_THRESHOLD,
                      max_evaluations: int = 30_000) -> list[Candidate]:
     """The formulas the Occam step tries on a bundled (pruned) single-output model.
 

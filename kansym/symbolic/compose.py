@@ -21,6 +21,7 @@ import numpy as np
 import sympy
 import torch
 
+from kansym.config import R2_THRESHOLD
 from kansym.deadline import Deadline, time_is_up
 from kansym.errors import DataError
 from kansym.nn.kan import KAN
@@ -169,7 +170,7 @@ def symbolify(
     output_names: Sequence[str],
     *,
     library: Sequence[Primitive] | Sequence[str] | None = None,
-    r2_threshold: float = 0.999,
+    r2_threshold: float = R2_THRESHOLD,
     constant_tol: float = 1e-3,
     min_r2: float = 0.9,
     exhaustive: bool = True,

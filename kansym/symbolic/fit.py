@@ -43,6 +43,7 @@ import numpy as np
 import sympy
 import torch
 
+from kansym.config import R2_THRESHOLD
 from kansym.errors import ConfigError, FitError
 from kansym.symbolic import _search as se
 from kansym.symbolic.library import PRIMITIVES, Primitive, get_library
@@ -260,7 +261,7 @@ def fit_primitive(x: Any, y: Any, primitive: str | Primitive, *,
 
 
 def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = None, *,
-                    r2_threshold: float = 0.999, complexity_weight: float = 1e-3,
+                    r2_threshold: float = R2_THRESHOLD, complexity_weight: float = 1e-3,
                     exhaustive: bool = False, **options: Any) -> tuple[EdgeFit, list[EdgeFit]]:
     """Fit the primitives of ``library`` and choose the simplest good one.
 
