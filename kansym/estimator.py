@@ -4,7 +4,7 @@
 does; ``predict`` evaluates the discovered formula, ``score`` is its R², ``sympy()`` and
 ``latex()`` give the formula, ``summary()`` the answer in ``kansym fit``'s words (a partial
 formula, one with numeric edges, said to be partial, the best closed form beside it:
-:func:`kansym.discover.partial.report_lines`), and ``equations_`` the complexity/error
+:func:`kansym.discover.choice.report_lines`), and ``equations_`` the complexity/error
 Pareto front as a table, in the manner of PySR's ``PySRRegressor`` (Cranmer 2023, arXiv:2305.01582) and of
 scikit-learn's estimator conventions (constructor stores parameters only; learned
 attributes end in ``_``; ``get_params``/``set_params``). scikit-learn itself is not
@@ -229,7 +229,7 @@ class KANRegressor:
         self.equations_ = _equations([e.to_dict() for e in self.formula_.front], self.formula_)
         if self.formula_.warning:
             warnings.warn(f"kansym: {self._warning_text()}", UserWarning, stacklevel=2)
-        from kansym.discover.budget import cut_short_line
+        from kansym.discover.progress import cut_short_line
 
         if cut_short_line(result):
             warnings.warn(f"kansym: {cut_short_line(result)}", UserWarning, stacklevel=2)
@@ -265,7 +265,7 @@ class KANRegressor:
     def _warning_text(self) -> str:
         """The warning of :meth:`fit`: :attr:`warning_`, and for a partial formula the
         lines ``kansym fit`` prints in place of ``target = ...``."""
-        from kansym.discover.partial import answer_lines
+        from kansym.discover.choice import answer_lines
 
         f = self._fitted()
         return f.warning if not f.partial else f"{f.warning}\n" + "\n".join(answer_lines(f))
@@ -328,8 +328,8 @@ class KANRegressor:
         """The answer as ``kansym fit`` prints it (without the Pareto front): the formula, or
         for a partial one that no closed form was verified, the best closed form and the
         partial formula labelled; the R² line; a ``WARNING`` line when it is no verified answer
-        (:func:`kansym.discover.partial.report_lines`)."""
-        from kansym.discover.partial import report_lines
+        (:func:`kansym.discover.choice.report_lines`)."""
+        from kansym.discover.choice import report_lines
 
         return "\n".join(report_lines(self._fitted()))
 
@@ -351,7 +351,7 @@ class KANRegressor:
         d = getattr(self, "discovery_", None)
         if d is None:  # read with from_record: the record it came from
             return dict(self.record_.data)
-        from kansym.discover.budget import time_limit_entry
+        from kansym.discover.progress import time_limit_entry
         from kansym.io.tabular import leak_record
 
         return discovery_record(d, {**time_limit_entry(d), **leak_record(getattr(self, "leaks_", ()))})
@@ -400,7 +400,7 @@ def _equations(rows: Sequence[dict], formula: Any):
     column (the entry keeps numeric edges)."""
     import pandas as pd
 
-    from kansym.discover.partial import closed
+    from kansym.discover.choice import closed
 
     table = pd.DataFrame(list(rows), columns=["complexity", "r2", "error", "sympy", "chosen", "dominated"])
     table["partial"] = [not closed(e.expr) for e in formula.front]

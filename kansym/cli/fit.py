@@ -107,7 +107,7 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
                 prepare_out_dir(out, [], force=force, protect=protect)
             command = resume_command(ctx, data, example, target, inputs, dropna, "-o", out_dir, ckpt)
             raise save_interrupted(stop, ckpt, force=force, protect=protect, command=command) from None
-        from kansym.discover.budget import time_limit_entry
+        from kansym.discover.progress import time_limit_entry
 
         extra.update(time_limit_entry(result))  # nothing when the limit did not bind
         written = write_fit_outputs(out, result, extra, force=force, protect=protect)
@@ -118,7 +118,7 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
 def _report(result, notes: list[str], written: list[str], out: Path, plots: str | None, quiet: bool) -> None:
     """Print the run's formulas, its notes and what it wrote in ``out``; write its plots in ``plots`` when asked."""
     from kansym.cli.report import print_formulas, print_reduction
-    from kansym.discover.budget import cut_short_line
+    from kansym.discover.progress import cut_short_line
 
     if not quiet:
         print_reduction(result)
@@ -216,9 +216,8 @@ def _leak_notes(leaks, *, explicit_inputs: bool) -> list[str]:
 def _fit_with_pysr(table, out: Path, *, force: bool, protect, seed: int, extra: dict, notes: list[str]) -> None:
     """``kansym fit --backend pysr``: search with PySR, verify, print, write formula.json/.tex."""
     from kansym.cli.report import print_formulas
-    from kansym.discover.pysr import discover_pysr
+    from kansym.discover.pysr import discover_pysr, PySRConfig
     from kansym.discover.record import formula_record, write_formula_files
-    from kansym.symbolic.pysr_backend import PySRConfig
 
     formula = discover_pysr(table.x, table.y[:, 0], table.input_names, table.target_names[0],
                             PySRConfig(seed=seed), seed=seed)

@@ -8,7 +8,6 @@ whose own checks (finite values, known primitives) are the only ones.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import click
 

@@ -78,7 +78,7 @@ def draw(bundle, kind: str, *, edge=None, fits_path=None, show_pruned=False, bet
 def _report_formula(bundle, record, front: bool, x, y):
     """The report's formula and front: the record's (its answer starred), else symbolified here."""
     from kansym.discover.config import DiscoverConfig
-    from kansym.discover.symbolify import occam_candidates, symbolify_bundle
+    from kansym.discover.stages import occam_candidates, symbolify_bundle
 
     if record is not None:
         formula = record.expr(bundle.input_names, positive=bundle.transform.log_space)

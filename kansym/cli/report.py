@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 from sympy.core.function import AppliedUndef
 
-from kansym.discover.partial import identifier_names, report_lines, rows_label
-from kansym.symbolic.names import rename_symbols
+from kansym.discover.choice import identifier_names, report_lines, rows_label
+from kansym.symbolic.parse import rename_symbols
 
 __all__ = ["print_formulas", "pareto_table", "print_reduction"]
 
@@ -30,11 +30,11 @@ def print_formulas(formulas, *, front: bool = True) -> None:
     under it (:attr:`kansym.discover.result.Formula.warning`). A partial formula (numeric
     edges) is not printed as ``target = ...``: its first line says that no closed form was
     verified, the next gives the best closed form found with its R², the third says where the
-    partial formula is kept, without printing it (:func:`kansym.discover.partial.report_lines`);
+    partial formula is kept, without printing it (:func:`kansym.discover.choice.report_lines`);
     the front lists its formulas without numeric edges and counts the others.
 
     The ``sympy:`` line and the front name each column by its identifier, as ``formula.json``
-    does (:func:`kansym.symbolic.names.identifiers`), so the text parses back; when one of them
+    does (:func:`kansym.symbolic.parse.identifiers`), so the text parses back; when one of them
     differs from its column, the line ends with the ``symbols`` map (``{identifier: column}``).
     """
     for f in formulas:

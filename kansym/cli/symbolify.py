@@ -35,7 +35,7 @@ def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2
     from kansym.cli.report import print_formulas
     from kansym.discover.config import DiscoverConfig
     from kansym.discover.record import dumps, formula_record, tex_text
-    from kansym.discover.symbolify import symbolify_bundle
+    from kansym.discover.stages import symbolify_bundle
     from kansym.io.bundle import ModelBundle
 
     setup_logging(quiet)

@@ -6,18 +6,20 @@
     result = discover(x, y, input_names, output_names)     # DiscoverConfig() defaults
     result.formulas[0].expr, result.formulas[0].r2_test
 
-Modules, in the order the data flow through them: :mod:`~kansym.discover.config`
-(:class:`DiscoverConfig`), :mod:`~kansym.discover.structure` (separability, log or linear
-units), :mod:`~kansym.discover.stages` (train, prune, fine-tune),
-:mod:`~kansym.discover.symbolify` (symbolify, Occam step, refine, verify, the choice
-against the direct search), :mod:`~kansym.discover.run` (:func:`discover`, :func:`train`),
-:mod:`~kansym.discover.result` (:class:`Formula`, :class:`Discovery`),
-:mod:`~kansym.discover.resume` and :mod:`~kansym.discover.carried` (interrupted runs, in or
-after their training), :mod:`~kansym.discover.progress` (the stage running, its line on a
-terminal), :mod:`~kansym.discover.record`
-(``formula.json``), :mod:`~kansym.discover.units` and :mod:`~kansym.discover.dimensional`
-(physical units; :mod:`~kansym.discover.reduced`: a model of the groups on the table's
-columns), :mod:`~kansym.discover.pysr` (the PySR backend).
+Modules, in the order the data flow through them (docs/algorithms.md, "Architecture"):
+:mod:`~kansym.discover.config` (:class:`DiscoverConfig`), :mod:`~kansym.discover.screen` (which
+columns of a wide table the run uses), :mod:`~kansym.discover.rows` (the rows of a run and their
+working units), :mod:`~kansym.discover.structure` (additivity, log or linear units),
+:mod:`~kansym.discover.structure_search` and :mod:`~kansym.discover.structure_tests` (the
+reference model and the structure search on it), :mod:`~kansym.discover.stages` (train, prune,
+fine-tune; symbolify, Occam step, refine, verify), :mod:`~kansym.discover.choice` (the answer
+among the KAN's formula and the searches' candidates), :mod:`~kansym.discover.run`
+(:func:`discover`, :func:`train`), :mod:`~kansym.discover.progress` (the time limit's shares,
+the stage running, its line on a terminal), :mod:`~kansym.discover.result` (:class:`Formula`,
+:class:`Discovery`), :mod:`~kansym.discover.resume` (interrupted runs, in or after their
+training), :mod:`~kansym.discover.record` (``formula.json``), :mod:`~kansym.discover.units`
+and :mod:`~kansym.discover.dimensional` (physical units), :mod:`~kansym.discover.pysr` (the
+PySR backend).
 """
 
 from kansym.discover.config import DiscoverConfig

@@ -47,7 +47,7 @@ class DiscoverConfig(PlainConfig):
         Per-edge R² an edge's primitive must reach.
     min_edge_r2 : float
         An edge whose best primitive stays below this R² is kept numeric and flagged
-        (:mod:`kansym.symbolic.numeric`) instead of being forced into that primitive.
+        (:mod:`kansym.symbolic.fit`) instead of being forced into that primitive.
     holdout : float
         Share of the rows (seeded) held out from training, symbolification and
         refinement, on which the formula and the model are verified (R² on held-out
@@ -79,7 +79,7 @@ class DiscoverConfig(PlainConfig):
     structure : bool
         With one output, three inputs or more and the whole library, also split the law
         into sub-laws of one or two inputs on an unsparsified KAN (AI Feynman's
-        separability tests, :mod:`kansym.discover.separate`) and let the formula they make
+        separability tests, :mod:`kansym.discover.structure_search`) and let the formula they make
         compete with the KAN's.
     complexity_weight : float
         ``w`` of the choice between the KAN's formula and the direct-search candidates:

@@ -15,9 +15,8 @@ from kansym.io.bundle import ModelBundle
 from kansym.prune.prune import PruneResult
 from kansym.symbolic.compose import SymbolicKAN, lambdify_formula
 from kansym.symbolic.constants import fitted_exponents, near_miss_exponents
-from kansym.symbolic.numeric import edge_labels
-from kansym.symbolic.residuals import RESIDUAL_ALPHA, ResidualTest, formula_residual_test
-from kansym.symbolic.verify import Fidelity
+from kansym.symbolic.fit import edge_labels
+from kansym.symbolic.verify import RESIDUAL_ALPHA, ResidualTest, formula_residual_test, Fidelity
 
 __all__ = ["Formula", "ClosedForm", "Discovery", "RunInterrupted", "split_holdout", "MIN_ROWS", "MIN_HOLDOUT_ROWS",
            "R2_GAP"]
@@ -87,19 +86,19 @@ class Formula:
         Why it was chosen over the other kinds ("" when nothing competed).
     r2_reference_test : float
         Held-out R² of the reference model: the KAN of the run's width trained without
-        sparsification (the oracle of :mod:`kansym.discover.oracle`); NaN when none was
+        sparsification (the oracle of :mod:`kansym.discover.structure_search`); NaN when none was
         trained. A formula that falls short of it misses structure the data hold, even when
         the pruned model it came from falls short too.
     structure : dict or None
         For ``origin="structure"``: the decomposition of the law into sub-laws
-        (:class:`kansym.discover.separate.Split`, as a dict); None otherwise.
+        (:class:`kansym.discover.structure_search.Split`, as a dict); None otherwise.
     closed_form : ClosedForm or None
         For a partial formula (:attr:`partial`), the best closed form found beside it (by
         held-out R², then complexity), which did not pass the verification (a verified one
         would have replaced the partial formula); None otherwise or when none was found.
-    residual : kansym.symbolic.residuals.ResidualTest
+    residual : kansym.symbolic.verify.ResidualTest
         Whether the held-out rows' residuals are predicted from those of their nearest
-        fitting rows better than noise allows (:func:`kansym.symbolic.residuals.residual_test`):
+        fitting rows better than noise allows (:func:`kansym.symbolic.verify.residual_test`):
         its R² (:attr:`r2_residual`: about 0 or below when the formula's error is noise, near 1
         when it is a function of the inputs) and p-value (:attr:`p_residual`). No verdict (NaN)
         for an exact fit to float rounding, too few rows, a partial formula.
@@ -206,7 +205,7 @@ class Formula:
 
     def residual_test(self, x_fit: np.ndarray, y_fit: np.ndarray, x_test: np.ndarray | None = None,
                       y_test: np.ndarray | None = None) -> ResidualTest:
-        """The residual test on these rows (:func:`kansym.symbolic.residuals.formula_residual_test`);
+        """The residual test on these rows (:func:`kansym.symbolic.verify.formula_residual_test`);
         no verdict for a partial formula."""
         return ResidualTest() if self.partial else formula_residual_test(self, x_fit, y_fit, x_test, y_test)
 

@@ -24,19 +24,17 @@ from typing import Callable, Sequence
 import numpy as np
 
 from kansym.deadline import Deadline, time_is_up
-from kansym.discover.budget import stage_deadline
+from kansym.discover.progress import stage_deadline
 from kansym.discover.config import DiscoverConfig
-from kansym.discover.magnitude import discovery_to_table, interrupted_to_table, working_scales
-from kansym.discover.carried import carried_direct, with_carried
+from kansym.discover.rows import discovery_to_table, interrupted_to_table, working_scales
+from kansym.discover.resume import carried_direct, with_carried, ResumePoint, resume_record, trained_record
 from kansym.discover.progress import Stages
 from kansym.discover.result import Discovery, Formula, RunInterrupted
-from kansym.discover.resume import ResumePoint, resume_record, trained_record
 from kansym.discover.rows import Rows, check_run, finetune_grid
-from kansym.discover.oracle import structure_stage, wants_structure
-from kansym.discover.screened import screened_discover
-from kansym.discover.stages import finetune_stage, prune_stage, train_stage
+from kansym.discover.structure_search import structure_stage, wants_structure
+from kansym.discover.screen import screened_discover
+from kansym.discover.stages import finetune_stage, prune_stage, train_stage, symbolify_stage, wants_direct_search
 from kansym.discover.structure import additivity, interaction_error, table_space
-from kansym.discover.symbolify import symbolify_stage, wants_direct_search
 from kansym.graph.build import to_networkx
 from kansym.io.bundle import ModelBundle
 from kansym.prune.scores import edge_scores
@@ -166,7 +164,7 @@ def discover(
         In the table's units. A table with columns of extreme magnitude (largest value
         outside about 1e-6 to 1e10, or outside float32's range in log units) is searched
         with every column divided by an exact power of two and the results written back
-        (:mod:`kansym.io.magnitude`, :mod:`kansym.discover.magnitude`).
+        (:mod:`kansym.io.magnitude`, :mod:`kansym.discover.rows`).
 
     Raises
     ------
@@ -176,7 +174,7 @@ def discover(
         (screening, direct or structure search) ``bundle`` is None; ``stage`` names the stage.
     DataError
         Bad data, or a law that float64 cannot evaluate in the table's units
-        (:func:`kansym.discover.magnitude.check_representable`).
+        (:func:`kansym.discover.rows.check_representable`).
     ConfigError, FitError
     """
     config = config or DiscoverConfig()
@@ -246,7 +244,7 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
 
     A resumed run continues where it was interrupted: the search before the training and
     a finished shortcut are taken from the record when it holds them
-    (:mod:`kansym.discover.carried`), a finished training's model as it is; what runs
+    (:mod:`kansym.discover.resume`), a finished training's model as it is; what runs
     again is deterministic, so the result equals the uninterrupted one.
     """
     rows = Rows.split(x, y, config)
@@ -353,7 +351,7 @@ def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names,
               stage: str, deadline: Deadline | None = None, stages: Stages | None = None) -> Discovery:
     """One train -> prune -> fine-tune -> symbolify run on prepared rows.
 
-    Each stage gets its share of ``deadline`` (:func:`kansym.discover.budget.stage_deadline`);
+    Each stage gets its share of ``deadline`` (:func:`kansym.discover.progress.stage_deadline`);
     once they are all up the run still does the least that gives a formula to verify: one
     training step, the pruning, per-edge linear fits and the verification. A Ctrl-C after
     the training raises :class:`RunInterrupted` with the trained model, resumable at the

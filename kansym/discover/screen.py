@@ -1,10 +1,10 @@
-"""Input screening before the KAN: which columns of a wide table the law uses (issues 19, 37).
+"""Input screening before the KAN: which columns of a wide table the law uses, and the discovery on them (issues 19, 37).
 
 A KAN of ``d`` inputs has ``d * hidden`` first-layer edges, and every later stage (pruning,
 per-edge fits, the Occam step, refinement) pays for each of them; noise columns also make
 the sparsifying training miss the law (10 inputs, 2 used: a ``[10, 5, 1]`` KAN reached a
 held-out R² of 0.89 on ``x3*x7 + x1``). :func:`screen_inputs` decides cheaply, before
-the KAN, which columns matter, and :func:`kansym.discover.screened.screened_discover` runs
+the KAN, which columns matter, and :func:`screened_discover` runs
 the discovery on those only and brings the others back when the result is clearly worse
 than a model of all columns.
 
@@ -28,30 +28,138 @@ column with probability about 1 %. A small but real effect (``y = x1 + 0.05 x2``
 as a z of tens on thousands of rows. Nothing depends on a column's name or on a law.
 
 A table wider than the smooth model holds (or than :data:`MARGINAL_INPUTS` columns) first
-goes through :func:`kansym.discover.marginal.marginal_screen`, a 1-D test per column; the
+goes through :func:`marginal_screen`, a 1-D test per column; the
 permutation tests then see its survivors only.
+
+The marginal pre-screen of a wide table: a 1-D test per column before the input screening.
+
+:func:`screen_inputs` fits a smooth model of all columns and a short
+KAN, then shuffles each column; neither holds hundreds of columns (the smooth model of
+10,000 rows holds 199, and a 2,000-column table crashed it: issue 37). Sure independence
+screening (Fan & Lv 2008) needs one least-squares fit per column instead, made in blocks, so
+that a table of thousands of columns is cut to the few that move ``y`` before anything
+else runs. The rule is a family of F tests with a stated error rate (Bonferroni), not a
+count of columns to keep.
+
+The discovery on the screened columns, and the bring-back (issue 19).
+
+:func:`screened_discover` screens the inputs (:func:`screen_inputs`),
+runs the discovery on the columns kept and runs it again on every column when its result
+is clearly worse than the screening's model of all columns. An interrupted run's record
+keeps the screening's verdict (:mod:`kansym.discover.resume`): its resumed run continues
+on the columns the checkpoint was trained on without screening again.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, fields, replace
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence, Any
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import f as f_dist, rankdata, norm
 
 from kansym.discover.config import DiscoverConfig
-from kansym.discover.marginal import MARGINAL_ROUNDS, marginal_screen
-from kansym.discover.result import split_holdout
+from kansym.discover.result import split_holdout, RunInterrupted
+from kansym.discover.resume import reusable, with_entries
 from kansym.discover.structure import choose_space, legendre_features, table_space
 from kansym.errors import ConfigError
 from kansym.symbolic.verify import r2_score
 
-__all__ = ["Screening", "screen_inputs", "smooth_capacity", "with_kept", "check_keep_inputs",
-           "screening_to_record", "screening_from_record", "MIN_INPUTS", "MIN_ROWS", "ALPHA"]
+__all__ = ['marginal_screen', 'MARGINAL_ROUNDS', 'Screening', 'screen_inputs', 'smooth_capacity', 'with_kept',
+    'check_keep_inputs', 'screening_to_record', 'screening_from_record', 'MIN_INPUTS', 'MIN_ROWS', 'ALPHA',
+    'screened_discover']
 
 log = logging.getLogger("kansym")
+
+
+MARGINAL_ROUNDS = 3  # rounds of the marginal pre-screen (after the first: on what the kept columns leave)
+MARGINAL_BLOCK = 256  # columns whose 1-D fits are made at once (memory: rows x 256 x degree floats, twice)
+
+
+def marginal_screen(x: np.ndarray, y: np.ndarray, residual: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                    forced: Sequence[int] = (), cap: int | None = None, *, alpha: float = 0.01, degree: int = 5,
+                    min_kept: int = 3) -> tuple[tuple[int, ...], np.ndarray, float]:
+    """The columns of a wide table that a 1-D test per column finds used, their p-values and the level.
+
+    Sure independence screening (Fan & Lv 2008, JRSS-B 70(5), 849-911) with a smooth 1-D fit per column
+    (nonparametric independence screening: Fan, Feng & Song 2011, JASA 106(494), 544-557) on ranks (Li,
+    Peng, Zhang & Zhu 2012, Ann. Statist. 40(3), 1846-1877), so that neither units nor outliers matter:
+    the rank ``r`` of ``y`` (scaled to [-1, 1]) and its spread ``|r|`` are each regressed on Legendre
+    P_1..P_degree of the column's rank and F-tested against the constant (degrees of freedom: the basis'
+    numerical rank); the spread test sees a column that moves only the size of ``y``'s deviations
+    (``x1 x2``, symmetric inputs). Later rounds (iterated SIS, Fan & Lv 2008, §4.1) test the other columns
+    on what a smooth model of the kept ones leaves, for weak effects that strong ones hide. Kept: p below
+    ``alpha / (2 d MARGINAL_ROUNDS)`` (Bonferroni over every test), most significant first, at most ``cap``
+    columns with the ``forced`` ones. A marginal test misses a column acting only in an interaction that
+    moves neither the mean nor the spread of ``y`` given it: hence a generous ``cap`` and ``keep_inputs``.
+
+    Parameters
+    ----------
+    x : ndarray (n, d), any units
+    y : ndarray (n,) or (n, 1)
+    residual : callable ``(u (n, k), v (n,)) -> (n,)``
+        ``v`` less a smooth model of it on ``u`` (the later rounds' response).
+    forced : sequence of int
+        Columns kept untested (``keep_inputs``).
+    cap : int, optional
+        Most columns kept (default ``d``); at least ``min(min_kept, d, cap)``, the most significant.
+    alpha : float
+        Family-wise error rate: the chance that a table of noise columns keeps one.
+    degree : int
+        Legendre degree of the 1-D fits.
+    min_kept : int
+        Columns kept even when fewer stand out (the permutation tests then decide).
+
+    Returns
+    -------
+    kept : tuple of int, sorted
+    p : ndarray (d,)
+        Each column's smallest p-value (1 for a forced column: not tested).
+    threshold : float
+    """
+    n, d = x.shape
+    cap, level = d if cap is None else cap, alpha / (2 * d * MARGINAL_ROUNDS)
+    p, kept = np.ones(d), list(dict.fromkeys(int(i) for i in forced))
+    r = r0 = _rank_scores(np.asarray(y, dtype=np.float64).reshape(n, 1))[:, 0]
+    for round_no in range(MARGINAL_ROUNDS):
+        if round_no:  # what the kept columns leave: the other columns' effects the strong ones hid
+            u = _rank_scores(x[:, kept])
+            r = _rank_scores(residual(u, r0)[:, None])[:, 0]
+        rest = np.setdiff1d(np.arange(d), kept)
+        p_rest, f_rest = _one_d_tests(x, rest, r, degree)
+        p[rest] = np.minimum(p[rest], p_rest)
+        new = [int(rest[k]) for k in np.lexsort((-f_rest, p_rest)) if p_rest[k] < level][:max(cap - len(kept), 0)]
+        kept += new
+        if not new or len(kept) >= cap:
+            break
+    short = max(min(min_kept, d, cap) - len(kept), 0)  # too few stand out: the permutation tests decide
+    kept += [int(i) for i in np.argsort(p, kind="stable") if i not in kept][:short]
+    return tuple(sorted(kept)), p, level
+
+
+def _rank_scores(a: np.ndarray) -> np.ndarray:  # (n, k): ranks of each column, ties averaged, scaled to (-1, 1)
+    return 2.0 * (rankdata(a, axis=0) - 0.5) / a.shape[0] - 1.0
+
+
+def _one_d_tests(x: np.ndarray, cols: np.ndarray, r: np.ndarray, degree: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of ``x[:, cols]``: the smaller p of the F tests of ``r`` and ``|r|`` on its ranks, and that F."""
+    resp = np.stack([r - r.mean(), np.abs(r) - np.abs(r).mean()], axis=1)  # (n, 2): location, spread
+    p, stat = np.ones(len(cols)), np.zeros(len(cols))
+    for lo in range(0, len(cols), MARGINAL_BLOCK):
+        blk = cols[lo:lo + MARGINAL_BLOCK]
+        basis = np.polynomial.legendre.legvander(_rank_scores(x[:, blk]), degree)[..., 1:]  # (n, b, degree)
+        basis = (basis - basis.mean(axis=0)).transpose(1, 0, 2)  # (b, n, degree), centred: the constant apart
+        q, s, _ = np.linalg.svd(basis, full_matrices=False)  # q (b, n, degree)
+        full = s > 1e-8 * np.maximum(s[:, :1], 1e-300)  # (b, degree): the basis' numerical rank
+        explained = (np.einsum("bnk,nj->bkj", q, resp) ** 2 * full[:, :, None]).sum(axis=1)  # (b, 2)
+        k, dof = full.sum(axis=1)[:, None], x.shape[0] - 1 - full.sum(axis=1)[:, None]  # (b, 1) each
+        with np.errstate(divide="ignore", invalid="ignore"):  # k = 0 (a constant column): F = 0, p = 1
+            f = np.nan_to_num((explained / k) / (np.maximum((resp ** 2).sum(axis=0) - explained, 0.0) / dof))
+        pv = f_dist.sf(f, np.maximum(k, 1), dof)  # (b, 2)
+        p[lo:lo + len(blk)], stat[lo:lo + len(blk)] = pv.min(axis=1), f[np.arange(len(blk)), pv.argmin(axis=1)]
+    return p, stat
+
 
 MIN_INPUTS = 3  # with 1-2 inputs the KAN is small and the direct search covers them: nothing to gain
 MIN_ROWS = 400  # fewer fitting rows test too few rows to see a small effect: keep every column
@@ -99,7 +207,7 @@ class Screening:
     brought_back : bool
         Whether the run on the kept columns was clearly worse and all columns were used.
     marginal_kept, marginal_p, marginal_threshold : tuple of int, tuple of float, float
-        :func:`~kansym.discover.marginal.marginal_screen`'s verdict (the z of the columns it
+        :func:`marginal_screen`'s verdict (the z of the columns it
         dropped: ``-inf``), p-values and level; empty and NaN where it did not run.
     """
 
@@ -196,7 +304,7 @@ def screen_inputs(x: np.ndarray, y: np.ndarray, input_names: Sequence[str],
     (those :func:`~kansym.discover.result.split_holdout` does not hold out) are used, so the
     held-out verification stays independent. More than :data:`MARGINAL_INPUTS` columns (or
     more than the smooth model holds) first go through
-    :func:`~kansym.discover.marginal.marginal_screen`; then ``reference`` is None (no
+    :func:`marginal_screen`; then ``reference`` is None (no
     bring-back: it would rerun on every column, the very table that was too wide).
 
     Parameters
@@ -355,3 +463,165 @@ def _kan_model(x: np.ndarray, y: np.ndarray, names: Sequence[str], config: Disco
     if space == "log":
         return lambda u: np.log(np.maximum(bundle.predict(np.exp(u))[:, 0], np.finfo(float).tiny))
     return lambda u: bundle.predict(u)[:, 0]
+
+
+SCREEN_FIELDS = ("screen", "keep_inputs", "holdout")  # options (besides the training ones) that shape the verdict
+_NONE = object()  # no verdict carried: screen
+
+
+def screened_discover(discovery: Callable[[Sequence[int], Any], Any], x: np.ndarray, y: np.ndarray,
+                      input_names: Sequence[str], config: DiscoverConfig, resume: Any = None,
+                      stages: Any = None) -> Any:
+    """Screen the inputs, run the discovery on the kept ones, bring the others back if needed.
+
+    Parameters
+    ----------
+    discovery : callable ``(columns, resume) -> Discovery``
+        The discovery on ``x[:, columns]`` (CSV units), resuming ``resume`` unless None.
+    x, y, input_names, config
+        The table (CSV units), its column names and the run's DiscoverConfig.
+    resume : ResumePoint, optional
+        An interrupted run: it continues on the columns its checkpoint was trained on, with
+        the screening's verdict of its record when it holds one and the screening's options
+        are unchanged (else the screening runs again: it is deterministic).
+    stages : kansym.discover.progress.Stages, optional
+        Told when the screening starts.
+
+    Returns
+    -------
+    Discovery
+        With ``screening`` set (None when screening was off). After a bring-back, the run
+        on all columns is kept when its formula's held-out R² is at least that of the run
+        on the kept columns.
+    """
+    names = tuple(input_names)
+    settings = {k: config.to_dict()[k] for k in SCREEN_FIELDS}
+    plan = _carried_plan(resume, settings)
+    if plan is _NONE:
+        plan = screen_inputs(x, y, names, config, stages)
+    everything = tuple(range(len(names)))
+    entry = {"screening": {"plan": None if plan is None else screening_to_record(plan), "config": settings}}
+
+    def run(cols: Sequence[int], point: Any) -> Any:  # an interrupt's record keeps the verdict
+        try:
+            return discovery(cols, point)
+        except RunInterrupted as stop:
+            raise with_entries(stop, entry) from None
+
+    if resume is not None:
+        cols = tuple(names.index(n) for n in resume.bundle.input_names)
+        if plan is not None and cols != plan.kept:
+            plan = replace(with_kept(plan, cols, x, y, config), brought_back=cols == everything)
+        return replace(run(cols, resume), screening=plan)
+    if plan is None:
+        return replace(run(everything, None), screening=None)
+    if not plan.removed:
+        log.info("input screening kept every column (%s)", _kept_note(plan))
+        return replace(run(everything, None), screening=plan)
+    log.info("input screening dropped %s: %s; kept %s (to keep a column whatever the test says: "
+             "--keep-inputs, or keep_inputs in the API)",
+             _names(names, plan.removed), _dropped_note(plan), _kept_note(plan))
+    found = run(plan.kept, None)
+    worse = _clearly_worse(found, plan, x, y, config)
+    if worse is None:
+        return replace(found, screening=plan)
+    log.info("bringing back the dropped columns: %s; running again on every column", worse)
+    full = run(everything, None)
+    f_kept, f_all = found.formulas[0], full.formulas[0]
+    if not (np.nan_to_num(f_all.r2_test, nan=-np.inf) >= np.nan_to_num(f_kept.r2_test, nan=-np.inf)):
+        log.info("kept the run on the screened columns (held-out R² %.6g) over the one on every column (%.6g)",
+                 f_kept.r2_test, f_all.r2_test)
+        return replace(found, screening=plan)
+    return replace(full, screening=replace(plan, brought_back=True))
+
+
+def _dropped_note(plan: Screening) -> str:
+    tested = [i for i in plan.removed if not plan.marginal_kept or i in plan.marginal_kept]
+    parts = []
+    if len(tested) < len(plan.removed):
+        parts.append(f"{len(plan.removed) - len(tested)} of {len(plan.names)} columns fail the marginal pre-screen "
+                     f"(p >= {plan.marginal_threshold:.3g}, or less significant than the {len(plan.marginal_kept)} "
+                     "kept)")
+    if tested:
+        worst = max(tested, key=lambda i: np.nanmax([plan.z_smooth[i], plan.z_kan[i], -np.inf]))
+        n_tests = 2 * len(plan.marginal_kept or plan.names)
+        parts.append(f"every held-out permutation z is at most {plan.z_threshold:.2f} (Bonferroni, alpha {ALPHA:g} "
+                     f"over {n_tests} tests; the largest, {plan.names[worst]}'s, is "
+                     f"{_z(np.nanmax([plan.z_smooth[worst], plan.z_kan[worst]]))})")
+    return "; ".join(parts)
+
+
+def _names(names: Sequence[str], which: Sequence[int], shown: int = 8) -> str:
+    """``which``'s names, at most ``shown`` of them and a count of the others."""
+    listed = ", ".join(names[i] for i in which[:shown])
+    more = len(which) - shown
+    return listed if more <= 0 else f"{listed} and {more} more (each with its reason in formula.json's removed_inputs)"
+
+
+def _kept_note(plan: Screening) -> str:
+    parts = [f"{plan.names[i]} z {_z(plan.z_smooth[i])}/{_z(plan.z_kan[i])}" for i in plan.kept]
+    return (f"{', '.join(parts)} (smooth model/KAN, on {plan.rows_eval} shuffled rows; models of all columns "
+            f"fitted on {plan.rows_fit}/{plan.rows_kan} rows, held-out R² {plan.r2:.4g})")
+
+
+def _clearly_worse(found: Any, plan: Screening, x: np.ndarray, y: np.ndarray, config: DiscoverConfig) -> str | None:
+    """Why the dropped columns should come back, or None.
+
+    They come back when, on the run's held-out rows, the better of the run's formula and
+    model is clearly worse than the screening model of all columns, and so is the smooth
+    model refitted on the kept columns alone (else the shortfall is the KAN's, not the
+    screening's, and a run on every column would not mend it). Clearly worse: at least
+    :data:`BRING_BACK_RATIO` times the reference's mean squared error, more than
+    :data:`BRING_BACK_FLOOR` of ``var(y)``, and a paired one-sided z test of the squared
+    errors rejecting equality at ``alpha`` 0.01.
+    """
+    test_idx = split_holdout(x.shape[0], config.holdout, config.seed)[1]
+    if plan.reference is None or test_idx is None:
+        return None
+    xt, yt = x[test_idx][:, list(plan.kept)], y[test_idx, 0]
+    preds = [found.pruned.predict(xt)[:, 0]] if found.pruned is not None else []
+    try:
+        preds.append(np.asarray(found.formulas[0](xt), dtype=np.float64).reshape(-1))
+    except Exception:  # a formula with numeric edges cannot be evaluated alone: the model stands for it
+        pass
+    errs = [(yt - p) ** 2 for p in preds if p.shape == yt.shape and np.all(np.isfinite(p))]
+    if not errs:
+        return None
+    e_run, e_ref = min(errs, key=np.mean), (yt - plan.reference) ** 2
+    z = _worse_z(e_run, e_ref, float(np.var(yt)))
+    if z is None:
+        return None
+    note = (f"on {len(yt)} held-out rows the run on {len(plan.kept)} columns leaves a mean squared error of "
+            f"{np.mean(e_run):.4g}, the screening model of all columns {np.mean(e_ref):.4g} (z {z:.1f})")
+    if plan.reference_kept is not None:
+        e_kept = (yt - plan.reference_kept) ** 2
+        if _worse_z(e_kept, e_ref, float(np.var(yt))) is None:
+            log.info("not bringing back the dropped columns: %s, but a smooth model of the kept columns alone "
+                     "leaves %.4g: what is missing is not in the dropped columns", note, np.mean(e_kept))
+            return None
+    return note
+
+
+def _worse_z(e: np.ndarray, e_ref: np.ndarray, var: float) -> float | None:
+    """The z of the paired test when squared errors ``e`` are clearly worse than ``e_ref``, else None."""
+    diff = e - e_ref
+    sd = float(np.std(diff))
+    z = np.inf if sd == 0 else float(np.mean(diff)) / (sd / np.sqrt(len(diff)))
+    if np.mean(e) >= BRING_BACK_RATIO * np.mean(e_ref) and np.mean(e) > BRING_BACK_FLOOR * var \
+            and z > norm.ppf(1 - ALPHA):
+        return z
+    return None
+
+
+def _carried_plan(resume: Any, settings: dict) -> Any:
+    """The screening verdict in ``resume``'s record (None: screening was off), or ``_NONE``."""
+    entry = reusable(resume, "screening", settings, "input screening")
+    if entry is None:
+        return _NONE
+    try:
+        plan = None if entry["plan"] is None else screening_from_record(entry["plan"])
+    except (KeyError, TypeError, ValueError):
+        log.info("input screening: runs again (the interrupted run's verdict could not be read)")
+        return _NONE
+    log.info("input screening: the verdict of the interrupted run taken as it is")
+    return plan

@@ -36,7 +36,7 @@ factors the substitution leaves behind are then multiplied out into one number).
 ``2**k`` (in log units, ``k log 2`` is added to the shift).
 
 :func:`kansym.discover.run.discover` works in these units throughout, once
-(:mod:`kansym.discover.magnitude` moves its results back).
+(:mod:`kansym.discover.rows` moves its results back).
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def plot_report(
         Either the pipeline's final front (:attr:`kansym.discover.result.Formula.front`, or
         that of a record read back, :meth:`kansym.discover.record.FormulaRecord.formula`:
         entries with ``chosen``; the answer starred) or the Occam step's candidates
-        (:func:`kansym.discover.symbolify.occam_candidates`: entries with ``accepted``; its last
+        (:func:`kansym.discover.stages.occam_candidates`: entries with ``accepted``; its last
         accepted one starred as "Occam step's choice", which refinement may still change).
         Drawn as expression complexity vs error with the Pareto front. Dict entries (with
         ``complexity``, ``error`` and the flag) are drawn at their stored complexity: their

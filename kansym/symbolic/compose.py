@@ -25,10 +25,9 @@ from kansym.config import R2_THRESHOLD
 from kansym.deadline import Deadline, time_is_up
 from kansym.errors import DataError
 from kansym.nn.kan import KAN
-from kansym.symbolic.reproducible import stable_lambdify
-from kansym.symbolic.fit import EdgeFit, select_edge_fit
+from kansym.symbolic.refit import stable_lambdify
+from kansym.symbolic.fit import EdgeFit, select_edge_fit, numeric_edge
 from kansym.symbolic.library import Primitive, get_library
-from kansym.symbolic.numeric import numeric_edge
 from kansym.io.transform import DataTransform
 
 __all__ = ["SymbolicKAN", "symbolify", "input_symbols", "lambdify_formula", "formula_values"]
@@ -195,7 +194,7 @@ def symbolify(
         the node it feeds is fitted as a constant.
     min_r2 : float
         An edge whose best primitive reaches an R² below this is not forced into that
-        primitive: it stays numeric (:class:`~kansym.symbolic.numeric.NumericEdge`, an
+        primitive: it stays numeric (:class:`~kansym.symbolic.fit.NumericEdge`, an
         opaque ``phi_l_i_j`` in the formula) and is logged as a warning.
     exhaustive : bool
         Fit and refine every candidate primitive of every edge (``select_edge_fit(...,
@@ -302,7 +301,7 @@ def lambdify_formula(expr: sympy.Expr, symbols: Sequence[sympy.Symbol]) -> Calla
     The generated function is cached per ``(expr, symbols)``: verification, the Pareto
     front and the direct-search choice evaluate the same few formulas several times
     (the hello world lambdified its KAN formula six times, 1-4 ms each). Its code does
-    not depend on what the process did before (:func:`kansym.symbolic.reproducible.stable_lambdify`).
+    not depend on what the process did before (:func:`kansym.symbolic.refit.stable_lambdify`).
     """
     try:
         f = _lambdified(expr, tuple(symbols))

@@ -7,7 +7,7 @@ sympy tree with torch operations (no ``exec``), its float constants being
 trainable parameters. Column names from the CSV become readable LaTeX
 (``semi_major_axis_km`` -> ``\\mathrm{semi\\_major\\_axis\\_km}``, ``mass kg`` ->
 ``\\mathrm{mass\\ kg}``); Python source names each column by its identifier
-(:func:`kansym.symbolic.names.identifiers`: ``mass kg`` -> ``mass_kg``), as do the
+(:func:`kansym.symbolic.parse.identifiers`: ``mass kg`` -> ``mass_kg``), as do the
 ``sympy`` strings of ``formula.json`` (:mod:`kansym.discover.record`).
 """
 
@@ -23,7 +23,7 @@ from sympy.printing.latex import LatexPrinter
 from sympy.printing.numpy import NumPyPrinter
 
 from kansym.errors import ConfigError
-from kansym.symbolic.names import identifiers
+from kansym.symbolic.parse import identifiers
 
 __all__ = ["to_latex", "to_python", "to_torch", "SympyModule"]
 
@@ -120,7 +120,7 @@ def to_python(expr: sympy.Expr, symbols: Sequence[Any], func_name: str = "f") ->
     str
         Self-contained source (imports numpy); floats printed at full precision. Column
         ``X[:, i]`` becomes a local variable named by
-        :func:`kansym.symbolic.names.identifiers` (``mass kg`` -> ``mass_kg``); a comment
+        :func:`kansym.symbolic.parse.identifiers` (``mass kg`` -> ``mass_kg``); a comment
         lists them in order with the column names.
 
     Raises

@@ -8,28 +8,327 @@ the data cannot tell the two apart and the description length drops
 by rewrites chosen by its size alone (never by the clock), its remaining constants get a
 final refit, and the floats left are rounded to the precision their standard errors
 support. No integer or rational of more than 9 digits is left in the result.
+
+Floats the data cannot tell apart become one constant (§8, refinement).
+
+A search fits each coefficient on its own, so a law with one constant in two places comes
+back with two: ``exp(1/w) / (0.8848 exp(2/w) + 0.885)`` is ``exp(1/w) / (c (exp(2/w) + 1))``,
+which simplifies to ``c' / cosh(1/w)``. No snap to an exact value finds that (``c`` is no
+simple number); what the data say is that the two floats are one. The rule is the snaps'
+(:mod:`kansym.symbolic.snap`): two floats of the same sign within ``z`` standard errors of
+each other are given one value when, with the floats refitted,
+
+(a) **within the noise**: ``N (e_t**2 - e**2) <= z**2 eta**2``, and
+(b) **shorter**: the float dropped, coded to the precision the formula supports
+    (:func:`kansym.symbolic.constants.float_bits`), costs at least :data:`MIN_GAIN` bit more
+    than naming which of the other floats it equals (``log2(k - 1)`` of ``k`` floats), plus
+    the bits ``D`` the residuals' code grows by.
+
+Pairs are tried nearest (in standard errors) first; after each tie the floats are refitted
+and their standard errors computed again.
+
+Functions a formula uses only in their linear regime are written as lines (§8, refinement).
+
+A refit can reach a nearly linear dependence through a nonlinear function whose argument
+barely moves over the data: ``-115079 log(1 - 1.7e-5 p)`` is ``1.96 p`` to one part in 1e5
+for ``p`` in [1, 3], ``asin(0.061 s + 2e-5)`` is ``0.061 s`` to about 1e-3. The function then
+holds nothing the data support, and its constants (``115079``, ``1.7e-5``) are invented: the
+law's own constant is their product, which no snap of either alone can find. Occam's rule of
+the snaps applies to the function itself: a node ``f(u)`` (a unary function, or a power of
+a sum with a non-integer exponent) is replaced by its least-squares line ``a + b u`` over the rows when
+
+(a) the line follows ``f(u)`` to :data:`LINEAR_RESIDUAL` of ``f(u)``'s spread (a cheap
+    screen), and
+(b) the whole formula's error stays within the noise: ``N (e_v**2 - e**2) <= z**2 eta**2``,
+    ``e`` the formula's error before any line, ``eta`` the noise of
+    :func:`kansym.symbolic.snap.noise_level` (the likelihood-ratio test of the snaps).
+
+The two new floats are then refitted and snapped like any other (``a`` to 0 above). Nodes are
+tried outermost first (a function of a function becomes one line); every accepted line is
+tested against the error before the first, so lines cannot add up past the noise.
+
+Squares out of roots: ``sqrt(a**2 b) = |a| sqrt(b)``, and ``|a| = ±a`` where the data fix its sign.
+
+A search that fits ``y**2`` (or a ratio of polynomials under a root) returns the square of a
+factor inside the root: the relativistic ``(x - u t)/sqrt(1 - u²/c²)`` comes back as
+``1/sqrt((1 - u²/c²)/(u²t²/x² - 2ut/x + 1))``. Both agree on the data, but the first is the
+law and the second hides it (and sympy cannot tell them equal, as ``sqrt(a**2) = |a|``).
+:func:`take_out_squares` factors the base of every half-integer power with exact
+coefficients (``sympy.factor_list`` of its numerator and denominator), takes each factor of
+even multiplicity ``2j`` out as ``|f|**(2 j e)``, and writes ``|f|`` as ``f`` or ``-f`` when
+``f`` keeps one strict sign on every row of the data. A factor that changes sign, or is
+zero, on some row stays inside. The rewrite is kept only when it evaluates like the input
+on the rows and has no more operations (``sympy.count_ops``) after
+:func:`simplify_formula`-style passes. docs/algorithms.md §8.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import math
+from typing import Any, Sequence, Callable
 
 import numpy as np
 import sympy
 
 from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic.compose import lambdify_formula
-from kansym.symbolic.constants import too_long
-from kansym.symbolic.linear_regime import linearize
-from kansym.symbolic.roots import take_out_squares
-from kansym.symbolic.ties import tie_constants
-from kansym.symbolic.refit import LossSpace, refit_constants, refit_constants_counted
-from kansym.symbolic.snap import (clean_floats, reduce_phases, round_constants, snap_constant, snap_constants,
-                                  unify_floats)
+from kansym.symbolic.constants import float_bits, too_long
+from kansym.symbolic.refit import LossSpace, Problem, refit_constants, refit_constants_counted
+from kansym.symbolic.snap import (LN2, MIN_GAIN, TRIAL_NFEV, Z, noise_level, clean_floats, reduce_phases,
+    round_constants, snap_constant, snap_constants, unify_floats)
 
-__all__ = ["refit_constants", "refit_constants_counted", "snap_constant", "snap_constants", "reduce_phases",
-           "simplify_formula", "refine", "merge_numeric_factors", "clean_floats", "shorten_numbers",
-           "exact_as_floats", "refine_times_factor"]
+__all__ = ['tie_constants', 'MAX_TIED_FLOATS', 'linearize', 'LINEAR_RESIDUAL', 'take_out_squares',
+    'refit_constants', 'refit_constants_counted', 'snap_constant', 'snap_constants', 'reduce_phases',
+    'simplify_formula', 'refine', 'merge_numeric_factors', 'clean_floats', 'shorten_numbers', 'exact_as_floats',
+    'refine_times_factor']
+
+
+MAX_TIED_FLOATS = 12  # formulas with more floats are left as they are (the pairs grow as k**2)
+
+
+def tie_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *, loss_space: LossSpace = "linear",
+                  noise: float | None = None, z: float = Z, deadline: Deadline | None = None) -> sympy.Expr:
+    """``expr`` with floats the data cannot tell apart made one (the rule of the module docstring).
+
+    Parameters
+    ----------
+    expr, symbols, X, y, loss_space
+        As :func:`kansym.symbolic.refit.refit_constants` (``X`` of shape ``(N, d)``); the
+        floats should be fitted. The floats are those of ``expr`` as it prints (in log
+        space too).
+    noise : float, optional
+        The noise floor as a normalised RMS error in the loss space; None: the formula's own.
+    z : float
+        Standard errors of the tests.
+    deadline : kansym.deadline.Deadline, optional
+        Looked at before each pair: once expired, the formula is returned as it stands.
+
+    Returns
+    -------
+    sympy.Expr
+        With refitted floats when a tie was made, else ``expr`` itself.
+    """
+    expr = sympy.sympify(expr)
+    while True:
+        floats = len(expr.atoms(sympy.Float))
+        if floats < 2 or floats > MAX_TIED_FLOATS or time_is_up(deadline):
+            return expr
+        tied = _one_tie(expr, symbols, X, y, loss_space, noise, z, deadline)
+        if tied is None:
+            return expr
+        expr = tied
+
+
+def _one_tie(expr, symbols, X, y, loss_space, noise, z, deadline) -> sympy.Expr | None:
+    """The first pair (nearest in standard errors) that passes both tests, tied and refitted; None if none."""
+    prob = Problem(expr, symbols, X, y, loss_space, expand=False)
+    v, k, n = prob.values, len(prob.values), prob.n_rows
+    current = prob.error(v)
+    eta = noise_level(current, noise)
+    if not math.isfinite(eta):
+        return None
+    sigma = max(current, eta)
+    se = np.array([s if math.isfinite(s) and s > 0 else max(abs(c), 1.0) * 2.0 ** -52
+                   for c, s in zip(v, prob.standard_errors(v, np.ones(k, bool), noise=eta))])
+    pairs = sorted((abs(v[i] - v[j]) / math.hypot(se[i], se[j]), i, j)
+                   for i in range(k) for j in range(i + 1, k) if v[i] * v[j] > 0)
+    for distance, i, j in pairs:
+        if distance > z or time_is_up(deadline):
+            return None
+        # bits saved: the dropped float (the cheaper of the two to state) less naming its twin
+        saved = min(float_bits(v[i], se[i] * sigma / eta), float_bits(v[j], se[j] * sigma / eta)) - math.log2(k - 1)
+        if saved <= MIN_GAIN:
+            continue
+        w = np.array([se[i] ** -2, se[j] ** -2])
+        trial = v.copy()
+        trial[i] = trial[j] = float(w @ [v[i], v[j]] / w.sum())
+        try:
+            joined = Problem(prob.build(trial), symbols, X, y, loss_space, expand=False)
+            values = joined.refit(joined.values, np.ones(len(joined.values), bool),
+                                  max_nfev=2 * TRIAL_NFEV * (len(joined.values) + 1))
+            rise = n * max(joined.error(values) ** 2 - current ** 2, 0.0)
+        except (ValueError, ArithmeticError):
+            continue
+        if rise <= z ** 2 * eta ** 2 and saved - rise / (2 * LN2 * sigma ** 2) > MIN_GAIN:
+            return joined.build(values)
+    return None
+
+
+LINEAR_RESIDUAL = 0.02  # RMS distance of f(u) from its line over f(u)'s std: below it, a line is tried
+MAX_ROWS = 2000  # rows of the screen (a)
+
+
+def linearize(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *, loss_space: LossSpace = "linear",
+              noise: float | None = None, z: float = Z, deadline: Deadline | None = None) -> sympy.Expr:
+    """``expr`` with every function used only in its linear regime replaced by a line.
+
+    Parameters
+    ----------
+    expr, symbols, X, y, loss_space
+        As :func:`kansym.symbolic.refit.refit_constants` (``X`` of shape ``(N, d)``); the
+        floats should be fitted.
+    noise : float, optional
+        The noise floor as a normalised RMS error in the loss space; None: the formula's own.
+    z : float
+        Standard errors of the "within the noise" test (b) of the module docstring.
+    deadline : kansym.deadline.Deadline, optional
+        Looked at before each node: once expired, the formula is returned as it stands.
+
+    Returns
+    -------
+    sympy.Expr
+        ``expr`` itself when no node passes both tests.
+    """
+    expr = sympy.sympify(expr)
+    symbols = list(symbols)
+    nodes = _nonlinear_nodes(expr)
+    if not nodes:
+        return expr
+    prob = Problem(expr, symbols, X, y, loss_space)
+    start = prob.error(prob.values)
+    eta = noise_level(start, noise)
+    if not np.isfinite(eta):
+        return expr
+    n = prob.n_rows
+    rows = np.linspace(0, n - 1, min(n, MAX_ROWS)).astype(int)
+    x = np.asarray(prob.X, dtype=np.float64)[rows]
+    for node in nodes:
+        if time_is_up(deadline):
+            break
+        if not expr.has(node):  # inside a node already made a line
+            continue
+        line = _line(node, symbols, x)
+        if line is None:
+            continue
+        trial = expr.xreplace({node: line})
+        try:
+            candidate = Problem(trial, symbols, X, y, loss_space)
+            err = candidate.error(candidate.values)
+        except (ValueError, ArithmeticError):
+            continue
+        if np.isfinite(err) and n * (err ** 2 - start ** 2) <= z ** 2 * eta ** 2:
+            expr = trial
+    return expr
+
+
+def _nonlinear_nodes(expr: sympy.Expr) -> list[sympy.Expr]:
+    """Unary functions and non-integer powers of a sum, of a non-constant argument, outermost first.
+
+    A power of one input (``V**1.00069``) is left to the exponent's snap: its line would add an
+    offset where the snap to ``V`` removes a constant."""
+    found = [e for e in sympy.preorder_traversal(expr)
+             if ((isinstance(e, sympy.Function) and len(e.args) == 1)
+                 or (e.is_Pow and e.exp.is_number and not e.exp.is_integer and e.base.is_Add))
+             and e.args[0].free_symbols]
+    seen: list[sympy.Expr] = []
+    for e in found:  # preorder: an enclosing node comes before what it holds
+        if e not in seen:
+            seen.append(e)
+    return seen
+
+
+def _line(node: sympy.Expr, symbols: list, x: np.ndarray) -> sympy.Expr | None:
+    """``a + b u`` for ``node = f(u)``, the least-squares line over the rows ``x``, when it
+    passes the screen (a); None otherwise."""
+    u = node.args[0]
+    with np.errstate(all="ignore"):  # a root or asin off its domain is nan: no line
+        uv = np.broadcast_to(np.asarray(lambdify_formula(u, symbols)(x), dtype=np.float64), x[:, 0].shape)
+        fv = np.broadcast_to(np.asarray(lambdify_formula(node, symbols)(x), dtype=np.float64), x[:, 0].shape)
+    if not (np.all(np.isfinite(uv)) and np.all(np.isfinite(fv))):
+        return None
+    spread = float(np.std(fv))
+    if np.ptp(uv) <= 0 or spread <= 0:
+        return None
+    design = np.column_stack([np.ones_like(uv), uv])
+    (a, b), *_ = np.linalg.lstsq(design, fv, rcond=None)
+    if float(np.sqrt(np.mean((fv - design @ np.array([a, b])) ** 2))) > LINEAR_RESIDUAL * spread:
+        return None
+    return sympy.Float(float(a)) + sympy.Float(float(b)) * u
+
+
+RTOL = 1e-9  # the rewrite must evaluate like the input to this relative tolerance on every row
+
+
+def _values(expr: sympy.Expr, symbols: Sequence[Any], X: np.ndarray) -> np.ndarray:
+    """``expr`` on the rows of ``X``, shape ``(n_rows,)``."""
+    with np.errstate(all="ignore"):
+        return np.broadcast_to(np.asarray(lambdify_formula(expr, list(symbols))(X), dtype=np.float64), (len(X),))
+
+
+def _sign_on_rows(factor: sympy.Expr, symbols: Sequence[Any], X: np.ndarray) -> int:
+    """+1 or -1 if ``factor`` keeps that strict sign on every row of ``X``, else 0."""
+    v = _values(factor, symbols, X)
+    if not np.all(np.isfinite(v)):
+        return 0
+    return 1 if np.all(v > 0) else (-1 if np.all(v < 0) else 0)
+
+
+def _take_out(power: sympy.Pow, symbols: Sequence[Any], X: np.ndarray) -> sympy.Expr:
+    base, e = power.args
+    if not (e.is_Rational and e.q == 2) or base.has(sympy.Float) or not base.free_symbols:
+        return power
+    num, den = sympy.fraction(sympy.together(base))
+    outside, squares = sympy.S.One, sympy.S.One
+    for part, side in ((num, 1), (den, -1)):
+        try:
+            _, factors = sympy.factor_list(part)
+        except (sympy.PolynomialError, NotImplementedError):  # not a polynomial in any generators
+            return power
+        for f, k in factors:
+            sign = _sign_on_rows(f, symbols, X) if k >= 2 else 0
+            if sign:
+                j = k // 2
+                squares *= f ** (2 * j * side)
+                outside *= (sign * f) ** (2 * j * e * side)  # (f^(2j))^e = |f|^(2je), |f| = sign*f
+    if outside == 1:
+        return power
+    return outside * sympy.cancel(base / squares) ** e
+
+
+def take_out_squares(expr: sympy.Expr, symbols: Sequence[Any], X: Any) -> sympy.Expr:
+    """``expr`` with the even powers of factors under its roots taken out, their sign fixed by ``X``.
+
+    Parameters
+    ----------
+    expr : sympy.Expr
+        A formula in ``symbols``.
+    symbols : sequence of sympy.Symbol
+        Its variables, in the column order of ``X``.
+    X : array_like, shape (n_rows, n_symbols)
+        The rows the sign of each factor is read on (the fitting rows).
+
+    Returns
+    -------
+    sympy.Expr
+        The rewritten formula when it evaluates like ``expr`` on ``X`` (relative tolerance
+        ``RTOL``) and has no more operations; ``expr`` otherwise.
+
+    Examples
+    --------
+    >>> import numpy as np, sympy
+    >>> a, b = sympy.symbols("a b")
+    >>> X = np.array([[0.1, 2.0], [0.2, 3.0], [0.3, 5.0]])  # a < 1 on every row
+    >>> take_out_squares(sympy.sqrt(b / (a**2 - 2*a + 1)), [a, b], X)
+    sqrt(b)/(1 - a)
+    """
+    expr = sympy.sympify(expr)
+    X = np.asarray(X, dtype=np.float64)
+    if not any(p.exp.is_Rational and p.exp.q == 2 for p in expr.atoms(sympy.Pow)):
+        return expr
+    try:
+        out = expr.replace(lambda e: e.is_Pow, lambda e: _take_out(e, symbols, X))
+    except (sympy.PolynomialError, NotImplementedError, TypeError, ValueError):
+        return expr
+    if out == expr:
+        return expr
+    out = min([out, sympy.factor_terms(out), sympy.powsimp(out)], key=sympy.count_ops)
+    if sympy.count_ops(out) > sympy.count_ops(expr):
+        return expr
+    old, new = _values(expr, symbols, X), _values(out, symbols, X)
+    ok = np.isfinite(old)
+    if not ok.any() or not np.allclose(new[ok], old[ok], rtol=RTOL, atol=0) or not np.all(np.isfinite(new[ok])):
+        return expr
+    return out
 
 
 SECOND_PASS_FLOATS = 12  # at most this many floats left: a second snapping pass after the first fused some
@@ -102,9 +401,9 @@ def refine(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         As :func:`refit_constants`.
     snap : bool
         Replace functions used only in their linear regime by lines
-        (:func:`~kansym.symbolic.linear_regime.linearize`), snap constants
+        (:func:`linearize`), snap constants
         (:func:`snap_constants`), make floats the data cannot tell apart one
-        (:func:`~kansym.symbolic.ties.tie_constants`) and round the floats left to the precision of their
+        (:func:`tie_constants`) and round the floats left to the precision of their
         standard errors (:func:`~kansym.symbolic.snap.round_constants`).
     simplify : bool
         Run :func:`simplify_formula`.

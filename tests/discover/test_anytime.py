@@ -8,9 +8,8 @@ import pytest
 import sympy
 
 from kansym.deadline import Deadline
-from kansym.discover import DiscoverConfig, discover, formula_record
-from kansym.discover import run as run_module
-from kansym.discover.budget import cut_short_line, time_limit_entry
+from kansym.discover import DiscoverConfig, discover, formula_record, run as run_module
+from kansym.discover.progress import cut_short_line, time_limit_entry
 from kansym.discover.dimensional import discover_with_units
 from kansym.discover.record import dumps
 from kansym.symbolic.verify import is_exact_recovery

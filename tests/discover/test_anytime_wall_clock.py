@@ -26,7 +26,7 @@ from kansym import KANRegressor
 from kansym.cli.main import cli
 from kansym.deadline import Deadline
 from kansym.discover import discover
-from kansym.discover.budget import UNHURRIED
+from kansym.discover.progress import UNHURRIED
 
 MARGIN = 10.0  # seconds past the limit a run may take on a quiet machine (acceptance: --time-limit 20 within 30 s)
 NEVER = "100000"  # training steps no limit below minutes lets finish

@@ -232,7 +232,7 @@ def test_the_weighted_residual_test_on_the_groups_catches_a_series():
     """The residual test on the groups with each row weighted by its monomial (inverse-variance
     weights of y / monomial): a series for 1/(exp(x) - 1) leaves a function of the group; the law
     leaves noise."""
-    from kansym.discover.groups import weighted_group_residuals
+    from kansym.discover.dimensional import weighted_group_residuals
     from kansym.discover.units import analyze, parse_unit
 
     rng = np.random.default_rng(0)

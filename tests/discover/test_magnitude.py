@@ -1,4 +1,4 @@
-"""kansym.discover.magnitude: results of the power-of-two working units moved back to the table's units."""
+"""kansym.discover.rows: results of the power-of-two working units moved back to the table's units."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 import sympy
 
 from kansym.discover import DiscoverConfig, discover
-from kansym.discover.magnitude import check_representable, formula_to_table
+from kansym.discover.rows import check_representable, formula_to_table
 from kansym.discover.result import Formula
 from kansym.errors import DataError
 from kansym.io.magnitude import ColumnScales

@@ -1,4 +1,4 @@
-"""The structure search's error model (kansym.discover.noise) and the searches it enables:
+"""The structure search's error model (kansym.discover.structure_tests) and the searches it enables:
 heteroscedastic tests, transformed targets, symmetries of two inputs."""
 
 from __future__ import annotations
@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 import sympy
 
-from kansym.discover.interact import ratios, swapped_values
-from kansym.discover.noise import OracleError, TransformedError, as_error
-from kansym.discover.separate import decompose
+from kansym.discover.structure_tests import ratios, swapped_values, OracleError, TransformedError, as_error
+from kansym.discover.structure_search import decompose
 from kansym.symbolic.verify import is_exact_recovery
 
 
@@ -108,7 +107,7 @@ def test_a_split_the_data_reject_is_tried_again_without_it():
     (it is 2 pi k T / (h w) to within 2 % where most rows lie), but the product of its slices
     misses the data by far more than the oracle does: the search tries again without a
     top-level product and finds the symmetries h w, k T and their ratio."""
-    from kansym.discover.separate import structure_candidates
+    from kansym.discover.structure_search import structure_candidates
 
     syms = _symbols(["h", "omega", "kb", "T"])
     truth = 1 / (sympy.exp(syms[0] * syms[1] / (2 * sympy.pi * syms[2] * syms[3])) - 1)
@@ -128,7 +127,7 @@ def test_the_data_screen_judges_recombinations_as_refined_forms():
     worse by its raw complexity than V pr (0.113 + 3.49/gamma^2), which fits as well; each float
     counts as the one exact node it becomes, and the twin of a recombination counts once, so
     the law reaches the refinement (a regression: I.39.11 at noise 0.01)."""
-    from kansym.discover.separate import _refined
+    from kansym.discover.structure_search import _refined
 
     syms = _symbols(["gamma", "pr", "V"])
     g, p, v = syms
@@ -149,7 +148,7 @@ def test_the_best_recombination_is_refined_after_the_search_ran_out_of_time():
     (sin(2 t) + 0.00038)/r^3, the pieces' fitted offsets kept, was printed without a warning
     (a 0.6 s refinement makes it the law). The best is refined whatever the clock says."""
     from kansym.deadline import Deadline
-    from kansym.discover.separate import _refined
+    from kansym.discover.structure_search import _refined
 
     syms = _symbols(["p", "e", "t", "r"])
     p, e, t, r = syms

@@ -1,5 +1,5 @@
 """A ``--units`` run whose KAN learns on dimensionless groups, seen from the table's columns:
-its record (inputs, reduction) and ``kansym predict`` on its checkpoints (kansym.discover.reduced).
+its record (inputs, reduction) and ``kansym predict`` on its checkpoints (kansym.discover.dimensional).
 
 d = L exp(-t / tau): the units leave the group pi1 = t/tau, so the KAN is trained on ``pi1``
 with the target ``d_reduced = d / L``.
@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from kansym.cli.main import cli
-from kansym.discover.reduced import model_columns, model_target, outside_training_range, predict_columns
+from kansym.discover.dimensional import model_columns, model_target, outside_training_range, predict_columns
 from kansym.io.bundle import ModelBundle
 
 UNITS = {"L": "m", "t": "s", "tau": "s", "d": "m"}

@@ -7,14 +7,13 @@ import numpy as np
 import pytest
 import sympy
 
-from kansym.discover.carried import _decode, _encode
+from kansym.discover.resume import _decode, _encode, read_resume
 from kansym.discover.config import DiscoverConfig
-from kansym.discover.resume import read_resume
 from kansym.discover.result import RunInterrupted
 from kansym.discover.run import discover
 
 stages_module = importlib.import_module("kansym.discover.stages")
-symbolify_module = importlib.import_module("kansym.discover.symbolify")
+symbolify_module = importlib.import_module("kansym.discover.stages")
 run_module = importlib.import_module("kansym.discover.run")
 
 

@@ -8,12 +8,12 @@ import pytest
 import sympy
 
 from kansym.discover.config import DiscoverConfig
-from kansym.discover.marginal import marginal_screen
+from kansym.discover.screen import marginal_screen
 from kansym.discover.result import split_holdout
 from kansym.discover.screen import (
     MIN_INPUTS, _smooth_residual, screen_inputs, screening_from_record, screening_to_record, with_kept,
 )
-from kansym.discover.screened import screened_discover
+from kansym.discover.screen import screened_discover
 from kansym.errors import ConfigError
 
 
@@ -162,7 +162,7 @@ def test_a_wrongly_dropped_column_is_brought_back():
         r2 = 1 - np.mean((y[test, 0] - pred) ** 2) / np.var(y[test, 0])
         return _Found(tuple(cols), (_Formula(tuple(cols), r2),), _Model(tuple(cols)))
 
-    import kansym.discover.screened as screen  # where screened_discover looks it up
+    import kansym.discover.screen as screen  # where screened_discover looks it up
 
     wrong = with_kept(plan, (0, 2), x, y, config)  # x1 (a fifth of the variance) dropped
     orig = screen.screen_inputs

@@ -1,4 +1,4 @@
-"""Structure discovery (kansym.discover.separate): separability tests on an oracle, the
+"""Structure discovery (kansym.discover.structure_search): separability tests on an oracle, the
 decomposition into sub-laws, and the run that lets its formula compete (issue 16)."""
 
 
@@ -9,7 +9,7 @@ import sympy
 from kansym.discover import DiscoverConfig, discover
 from kansym.discover.record import formula_record
 from kansym.discover.result import Formula
-from kansym.discover.separate import decompose, interaction_graph, structure_candidates
+from kansym.discover.structure_search import decompose, interaction_graph, structure_candidates
 from kansym.symbolic.compose import input_symbols
 from kansym.symbolic.verify import Fidelity, is_exact_recovery
 
@@ -131,7 +131,7 @@ def test_structure_off_keeps_the_kan_path():
 
 
 def test_a_recombination_s_shared_constants_cancel_without_changing_its_values():
-    from kansym.discover.separate import tidy
+    from kansym.discover.structure_search import tidy
 
     v, p, g, q, m, w, w0 = sympy.symbols("V p g q m w w0", positive=True)
     c, k = sympy.Float(0.0950111044046), sympy.Float(0.785116669955)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import sympy
 
-from kansym.discover.separate import decompose
-from kansym.discover.symmetry import find_symmetry, reduced_problem
+from kansym.discover.structure_search import decompose
+from kansym.discover.structure_tests import find_symmetry, reduced_problem
 from kansym.symbolic.verify import is_exact_recovery
 
 

@@ -26,7 +26,7 @@ from kansym.cli.main import cli
 from kansym.io.bundle import ModelBundle
 
 stages_module = importlib.import_module("kansym.discover.stages")
-symbolify_module = importlib.import_module("kansym.discover.symbolify")
+symbolify_module = importlib.import_module("kansym.discover.stages")
 run_module = importlib.import_module("kansym.discover.run")
 
 OPTS = ["-t", "f", "--steps", "6", "--hidden", "2", "--grid-size", "4", "--finetune-steps", "1", "-q"]

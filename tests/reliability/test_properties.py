@@ -270,7 +270,7 @@ from kansym.discover.record import FormulaRecord, dumps, formula_record  # noqa:
 from kansym.discover.result import Formula  # noqa: E402
 from kansym.io.magnitude import ColumnScales, LINEAR_RANGE, LOG_RANGE  # noqa: E402
 from kansym.symbolic.compose import input_symbols, lambdify_formula  # noqa: E402
-from kansym.symbolic.names import identifier, identifiers, is_safe_identifier  # noqa: E402
+from kansym.symbolic.parse import identifier, identifiers, is_safe_identifier  # noqa: E402
 from kansym.symbolic.verify import Fidelity, r2_score  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """``kansym fit`` on tables of hundreds of columns of which the law uses three (issue 37).
 
-Before the marginal pre-screen (:func:`kansym.discover.marginal.marginal_screen`) a table of 500
+Before the marginal pre-screen (:func:`kansym.discover.screen.marginal_screen`) a table of 500
 columns ended in a ``StopIteration`` traceback: the screening's smooth model could not hold them.
 Now the run keeps the three used columns, says why each other one was dropped, and finds the law
 within its time limit. The default suite runs a small table in-process (CliRunner); the slow test

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from kansym.cli.main import cli
 from kansym.errors import ConfigError
 from kansym.discover import DiscoverConfig, discover
-from kansym.symbolic._vocabulary import _unary
+from kansym.symbolic.vocabulary import _unary
 from kansym.symbolic.direct import DirectCandidate, _error, choose, choose_significant, direct_search, selection_score
 from kansym.symbolic.verify import is_exact_recovery
 
@@ -133,7 +133,7 @@ def test_discover_returns_the_exact_one_input_law(law, low, high):
 
 def test_batched_subset_sse_equals_least_squares():
     # the vectorised Cholesky of the subset solves against numpy's least squares, subset by subset
-    from kansym.symbolic._subsets import batched_sse
+    from kansym.symbolic.direct import batched_sse
 
     rng = np.random.default_rng(5)
     A = rng.normal(size=(300, 9))
@@ -153,7 +153,7 @@ def test_batched_subset_sse_equals_least_squares():
 
 
 def test_blocked_subset_solves_equal_the_unblocked_ones_bit_for_bit(monkeypatch):
-    import kansym.symbolic._subsets as sub
+    import kansym.symbolic.direct as sub
 
     rng = np.random.default_rng(0)
     A = rng.normal(size=(50, 12))
@@ -174,7 +174,7 @@ def test_blocked_subset_solves_equal_the_unblocked_ones_bit_for_bit(monkeypatch)
 def test_combinations_are_itertools_in_order(n, k):
     import itertools
 
-    from kansym.symbolic._subsets import combinations
+    from kansym.symbolic.direct import combinations
 
     got = combinations(range(1, n + 1), k)
     want = list(itertools.combinations(range(1, n + 1), k))
@@ -271,7 +271,7 @@ def test_occupation_templates_fit_a_law_whose_additive_noise_crosses_zero():
     the law is small a few rows are negative; a regression: no template was fitted at all, and
     the search printed the expansion 2 pi/x - 1/2 without a warning. The rows of the minority
     sign are left out of the fits of the logs, and each template is refitted on y over every row."""
-    from kansym.symbolic._templates import occupation_candidates
+    from kansym.symbolic.vocabulary import occupation_candidates
 
     rng = np.random.default_rng(0)
     a, b, c, d = rng.uniform(1, 5, (4, 8000))
@@ -288,7 +288,7 @@ def test_occupation_templates_with_a_factor_fit_rows_whose_noise_crosses_zero():
     """y / m of a Planck-like law where the law is small and the noise large: some rows are
     negative, the fit of the logs alone cannot use them (no template at all); with the factor each
     template is refitted on m * y over every row."""
-    from kansym.symbolic._templates import occupation_candidates
+    from kansym.symbolic.vocabulary import occupation_candidates
 
     rng = np.random.default_rng(1)
     n = 4000

@@ -1,10 +1,9 @@
-"""Functions used only in their linear regime become lines (kansym.symbolic.linear_regime)."""
+"""Functions used only in their linear regime become lines (kansym.symbolic.refine)."""
 
 import numpy as np
 import sympy
 
-from kansym.symbolic.linear_regime import linearize
-from kansym.symbolic.refine import refine
+from kansym.symbolic.refine import linearize, refine
 
 p, s, r = sympy.symbols("p s r")
 

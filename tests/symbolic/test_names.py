@@ -1,4 +1,4 @@
-"""kansym.symbolic.names: column names -> identifiers a parser reads back (formula.json, the Python export)."""
+"""kansym.symbolic.parse: column names -> identifiers a parser reads back (formula.json, the Python export)."""
 
 import keyword
 
@@ -8,7 +8,7 @@ import sympy
 
 from kansym.symbolic.compose import lambdify_formula
 from kansym.symbolic.export import to_latex, to_python
-from kansym.symbolic.names import identifier, identifiers, is_safe_identifier, rename_symbols
+from kansym.symbolic.parse import identifier, identifiers, is_safe_identifier, rename_symbols
 
 NASTY = ["mass kg", "speed-m/s", "E (J)", "a/b", "2theta", "Δt", "µ", "I", "E", "S", "N", "O", "Q", "pi", "beta",
          "gamma", "lambda", "class", "sin", "max", "id", "X", "numpy", "__debug__", "", "()", "a\nb", "x", "x"]

@@ -14,8 +14,7 @@ import pytest
 import sympy
 
 from kansym.errors import ConfigError, FitError
-from kansym.discover import pysr as dp
-from kansym.symbolic import pysr_backend as pb
+from kansym.discover import pysr as dp, pysr as pb
 from kansym.symbolic.verify import is_exact_recovery
 
 

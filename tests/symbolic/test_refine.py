@@ -160,7 +160,7 @@ def test_twin_floats_become_one_and_leave_the_sum():
     pair = unify_floats(sympy.Float(2.0) * x + sympy.Float(-2.0 + 1e-12) * x ** 2).atoms(sympy.Float)
     assert len(pair) == 2 and len({abs(float(f)) for f in pair}) == 1  # one magnitude, each its sign
     assert unify_floats(sympy.Float(2.0) * x + sympy.Float(2.001)) == sympy.Float(2.0) * x + sympy.Float(2.001)
-    from kansym.discover.separate import tidy
+    from kansym.discover.structure_search import tidy
     assert tidy(raw) == w * sympy.sqrt(c + v) * sympy.sqrt(1 / (c - v))
 
 

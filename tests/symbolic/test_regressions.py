@@ -16,8 +16,7 @@ from kansym.nn.config import KANConfig
 from kansym.nn.kan import KAN
 from kansym.discover import DiscoverConfig, discover
 from kansym.symbolic.compose import SymbolicKAN, lambdify_formula, symbolify
-from kansym.symbolic.fit import EdgeFit, select_edge_fit
-from kansym.symbolic.numeric import NumericEdge
+from kansym.symbolic.fit import EdgeFit, select_edge_fit, NumericEdge
 from kansym.symbolic.occam import simplify_edges
 from kansym.symbolic.refine import refine
 from kansym.symbolic.verify import is_exact_recovery

@@ -14,7 +14,7 @@ import sympy
 
 from kansym.symbolic.fit import fit_primitive
 from kansym.symbolic.refine import refit_constants
-from kansym.symbolic.reproducible import stable_lambdify
+from kansym.symbolic.refit import stable_lambdify
 
 x1, x2 = sympy.symbols("x1 x2", real=True)
 
@@ -79,7 +79,7 @@ def test_a_tie_between_a_grid_seed_and_its_refinement_goes_the_same_way_every_ti
     ties the seed (here: the same point with ``b = -0.0``) then won or lost by chance."""
     import math
 
-    from kansym.symbolic import _search as se
+    from kansym.symbolic import fit as se
     from kansym.symbolic.library import PRIMITIVES
 
     exp = PRIMITIVES["exp"]

@@ -1,4 +1,4 @@
-"""The residual test (kansym.symbolic.residuals): an approximation's error is a function of the
+"""The residual test (kansym.symbolic.verify): an approximation's error is a function of the
 inputs, noise is not; and a formula whose residuals are predictable is flagged."""
 
 import numpy as np
@@ -8,7 +8,7 @@ from scipy.optimize import least_squares
 
 from kansym.discover.result import Formula
 from kansym.symbolic.compose import lambdify_formula
-from kansym.symbolic.residuals import RESIDUAL_ALPHA, ResidualTest, formula_residual_test, residual_test
+from kansym.symbolic.verify import RESIDUAL_ALPHA, ResidualTest, formula_residual_test, residual_test
 from kansym.symbolic.verify import Fidelity, r2_score
 
 

@@ -1,9 +1,9 @@
-"""Squares out of roots (kansym.symbolic.roots): the sign of each factor is read on the data."""
+"""Squares out of roots (kansym.symbolic.refine): the sign of each factor is read on the data."""
 
 import numpy as np
 import sympy
 
-from kansym.symbolic.roots import take_out_squares
+from kansym.symbolic.refine import take_out_squares
 
 RNG = np.random.default_rng(0)
 c, t, u, x = sympy.symbols("c t u x", positive=True)

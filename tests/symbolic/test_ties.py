@@ -1,10 +1,9 @@
-"""Floats the data cannot tell apart become one constant (kansym.symbolic.ties)."""
+"""Floats the data cannot tell apart become one constant (kansym.symbolic.refine)."""
 
 import numpy as np
 import sympy
 
-from kansym.symbolic.refine import refine
-from kansym.symbolic.ties import tie_constants
+from kansym.symbolic.refine import refine, tie_constants
 
 w = sympy.Symbol("w", positive=True)
 

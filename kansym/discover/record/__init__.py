@@ -11,7 +11,7 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
 ``inputs``          the input columns, in order (the formula's variables)
 ``symbols``         ``{identifier: column}`` for every input, in order: the name each column has
                     in the ``sympy`` strings and the Python export
-                    (:func:`kansym.symbolic.names.identifiers`: ``mass kg`` -> ``mass_kg``,
+                    (:func:`kansym.symbolic.parse.identifiers`: ``mass kg`` -> ``mass_kg``,
                     ``lambda`` -> ``lambda_``, ``I`` -> ``I_``; ``x1`` stays ``x1``)
 ``sympy``           ``str`` of the formula on those identifiers:
                     ``sympy.sympify(sympy, locals={i: Symbol(i) for i in symbols})`` parses it
@@ -32,7 +32,7 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
 ``r2_model_test``,  when ``n_test`` is 0)
 ``n_test``
 ``r2_reference_test`` R² on the held-out rows of a KAN trained without sparsification, or null
-``r2_residual``,    the residual test (:class:`kansym.symbolic.residuals.ResidualTest`): R² of the
+``r2_residual``,    the residual test (:class:`kansym.symbolic.verify.ResidualTest`): R² of the
 ``p_residual``,     rows' residuals predicted from their nearest other rows', the probability
 ``residual_``       that noise is predicted as well (below 0.01: the error is a function of the
 ``statistics``      inputs) and the number of statistics it is adjusted over; null: no verdict
@@ -59,10 +59,10 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
 and, from a discovery (:func:`discovery_record`: ``kansym fit``, :meth:`kansym.KANRegressor.to_record`):
 ``width_trained``, ``width_pruned`` (no timings: the record of one command is the same bytes on every
 run; ``model.pt``'s meta holds the seconds); with units: ``units`` and ``reduction``
-(:func:`kansym.discover.reduced.reduction_meta`: the groups as exponents of the columns); from
+(:func:`kansym.discover.dimensional.reduction_meta`: the groups as exponents of the columns); from
 ``kansym fit``: ``data``; from ``symbolify``: ``checkpoint``; when the time limit bound (only
 then): ``time_limit`` (``seconds``, ``cut_short``: what it cut, ``note``;
-:func:`kansym.discover.budget.time_limit_entry`); when the input screening ran
+:func:`kansym.discover.progress.time_limit_entry`); when the input screening ran
 (:mod:`kansym.discover.screen`): ``removed_inputs`` (``name``, ``z_smooth``, ``z_kan``,
 ``z_threshold``, ``reason``; ``inputs`` are those the model and formula use); from ``kansym fit
 --drop`` (only then): ``dropped_inputs``, the columns left out as asked; when an input equals the

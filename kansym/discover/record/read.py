@@ -16,12 +16,10 @@ from kansym.discover.result import ClosedForm, Formula
 from kansym.errors import ConfigError, DataError, KansymError
 from kansym.graph.build import edge_exists
 from kansym.symbolic.compose import formula_values, input_symbols
-from kansym.symbolic.fit import EdgeFit
-from kansym.symbolic.numeric import NumericEdge
+from kansym.symbolic.fit import EdgeFit, NumericEdge
 from kansym.symbolic.parse import parse_formula
 from kansym.symbolic.pareto import FrontEntry
-from kansym.symbolic.residuals import ResidualTest
-from kansym.symbolic.verify import Fidelity
+from kansym.symbolic.verify import ResidualTest, Fidelity
 
 __all__ = ["FormulaRecord", "read_record", "sibling_record"]
 
@@ -299,7 +297,7 @@ class FormulaRecord:
         """Whether the record is a formula of ``bundle``'s table: the same input columns and target
         (the columns of its groups for a model of a ``--units`` run; any width: ``model.pt`` and
         ``pruned.pt`` of one fit share their ``formula.json``)."""
-        from kansym.discover.reduced import model_columns, model_target
+        from kansym.discover.dimensional import model_columns, model_target
 
         return self.inputs == model_columns(bundle) and self.target in model_target(bundle)
 

@@ -13,7 +13,7 @@ import sympy
 from kansym.discover.result import Formula
 from kansym.io.atomic import atomic_write_text
 from kansym.symbolic.export import to_latex, to_python
-from kansym.symbolic.names import identifier, identifiers, rename_symbols
+from kansym.symbolic.parse import identifier, identifiers, rename_symbols
 
 __all__ = ["FORMAT", "VERSION", "formula_record", "discovery_record", "write_formula_files", "tex_text", "dumps"]
 
@@ -96,7 +96,7 @@ def discovery_record(result: Any, extra: Mapping[str, Any] | None = None) -> dic
     """The record of a discovery's chosen formula (:class:`~kansym.discover.result.Discovery`, or a
     :class:`~kansym.discover.dimensional.UnitsDiscovery` with its ``units`` and ``reduction``),
     with the widths of its trained and pruned KAN (absent when none was trained)."""
-    from kansym.discover.reduced import reduction_meta
+    from kansym.discover.dimensional import reduction_meta
 
     keys: dict[str, Any] = {}
     if result.trained is not None:

@@ -1,15 +1,20 @@
-"""Structure discovery: split a law of many inputs into laws of one or two (AI Feynman).
+"""Structure search (AI Feynman): the reference model (the oracle) and the split of a law of many inputs
+into laws of one or two.
+
+One node of a decomposition found by the structure search (below).
+
+Structure discovery: split a law of many inputs into laws of one or two (AI Feynman).
 
 A KAN trained without sparsification is a smooth oracle ``f`` of the law, accurate to its
-held-out error (one RMS error, or an error model of it, :mod:`kansym.discover.noise`).
+held-out error (one RMS error, or an error model of it, :mod:`kansym.discover.structure_tests`).
 AI Feynman (Udrescu & Tegmark 2020, Sci. Adv. 6, eaay2631, §2) asks such an oracle whether
-the law separates; the tests are the mixed differences of :mod:`kansym.discover.interact`.
+the law separates; the tests are the mixed differences of :mod:`kansym.discover.structure_tests`.
 In order, for a (sub-)law of ``d`` inputs:
 
 1. additive groups, ``f = sum_k g_k(x_Gk)`` (the connected components of the graph of
    interacting inputs);
 2. multiplicative groups of ``u = f - c`` with ``c = 0``, ``f = prod_k g_k``;
-3. a symmetry of two inputs (:mod:`kansym.discover.symmetry`: ``f`` depends on ``x_i, x_j``
+3. a symmetry of two inputs (:mod:`kansym.discover.structure_tests`: ``f`` depends on ``x_i, x_j``
    only through ``x_i - x_j``, ``x_i + x_j``, ``x_i / x_j`` or ``x_i x_j``): one input fewer.
    It comes before a fitted offset: the symmetry leaves nothing out, the offset bends the
    test its way (``sqrt(a^2 + b^2)`` passed as ``c - g(a) h(b)`` at the oracle's error,
@@ -31,34 +36,92 @@ transform of the sum) and the whole formula's constants are refined on the data
 (:func:`kansym.symbolic.refine.refine`). The result is one candidate beside the KAN's
 formula and the direct search's; the verification of
 :func:`kansym.discover.choice.choose_formula` decides.
+
+The reference model of a run: its KAN trained without sparsification, and the structure
+search on it (below).
+
+The sparsified KAN of the main stages trades accuracy for a network small enough to read;
+the reference keeps all of it. Its held-out R² is the standard a formula is verified
+against (:attr:`kansym.discover.result.Formula.r2_reference_test`: a formula far below it
+misses structure the data hold), and it is the oracle the separability tests probe.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+
 
 import numpy as np
 import sympy
 
 from kansym.deadline import Deadline, time_is_up
-from kansym.discover.interact import (NOISE_FACTOR, PAIRS, Oracle, best_offset, graph_of, groups_of,
-                                     interaction_graph, ratios, swapped_values)
-from kansym.discover.noise import TRANSFORMS, TransformedError, as_error
-from kansym.discover.split import Split
-from kansym.discover.symmetry import find_symmetry, reduced_problem
-from kansym.symbolic.compose import lambdify_formula
+from kansym.discover.stages import train_stage
+from kansym.discover.structure import choose_space
+from kansym.discover.structure_tests import (TRANSFORMS, NOISE_FACTOR, PAIRS, Oracle, best_offset, graph_of, groups_of,
+    interaction_graph, ratios, swapped_values, TransformedError, as_error, find_symmetry, reduced_problem, OracleError)
+from kansym.symbolic.compose import lambdify_formula, input_symbols
 from kansym.symbolic.direct import DirectCandidate, direct_search, selection_score
 from kansym.symbolic.pareto import expression_complexity
 from kansym.symbolic.refine import (exact_as_floats, merge_numeric_factors, monic_denominators, refine,
-                                    refit_constants, simplify_formula)
+    refit_constants, simplify_formula)
 from kansym.symbolic.snap import clean_floats
-from kansym.symbolic.verify import nrmse
+from kansym.symbolic.verify import nrmse, r2_score
 
-__all__ = ["NOISE_FACTOR", "Split", "decompose", "interaction_graph", "structure_candidates"]
+__all__ = ['Split', 'NOISE_FACTOR', 'decompose', 'interaction_graph', 'structure_candidates', 'wants_structure',
+    'structure_stage', 'MAX_ORACLE_ERROR', 'MIN_LIMIT']
 
 log = logging.getLogger("kansym")
+
+
+@dataclass(frozen=True)
+class Split:
+    """One node of a decomposition.
+
+    Attributes
+    ----------
+    kind : {"sum", "product", "symmetry", "transform", "leaf"}
+    variables : tuple of str
+        The inputs of this node.
+    offset : float
+        ``c`` of a product node, ``f = c + prod_k g_k`` (0 for the others).
+    children : tuple of Split
+    relation : str
+        Of a symmetry node: the new variable of its one child, ``"w = a - b"``
+        (:mod:`kansym.discover.structure_tests`); of a transform node: the transform whose value of
+        the law its one child solves (``"square"``, ``"inverse"``,
+        :data:`kansym.discover.structure_tests.TRANSFORMS`).
+    """
+
+    kind: str
+    variables: tuple[str, ...]
+    offset: float = 0.0
+    children: tuple[Split, ...] = ()
+    relation: str = ""
+
+    def describe(self) -> str:
+        """``"a + (b * c)"``-style text of the decomposition (leaves as ``f(a, b)``)."""
+        if self.kind == "leaf":
+            return f"f({', '.join(self.variables)})"
+        if self.kind == "symmetry":
+            return f"{self.children[0].describe()} with {self.relation}"
+        if self.kind == "transform":
+            return TRANSFORMS[self.relation].text.format(self.children[0].describe())
+        parts = [c.describe() if c.kind == "leaf" else f"({c.describe()})" for c in self.children]
+        text = (" + " if self.kind == "sum" else " * ").join(parts)
+        return f"{self.offset:.6g} + {text}" if self.kind == "product" and self.offset else text
+
+    def to_dict(self) -> dict:
+        out: dict = {"kind": self.kind, "variables": list(self.variables)}
+        if self.kind == "product" and self.offset:
+            out["offset"] = self.offset
+        if self.relation:
+            out["relation"] = self.relation
+        if self.children:
+            out["children"] = [c.to_dict() for c in self.children]
+        return out
+
 
 LEAF_ROWS = 2000  # oracle rows a leaf's direct search works on (and data rows the refits use)
 LEAF_ALTERNATIVES = 12  # candidates a leaf hands up: its best, its most accurate, then by score
@@ -105,9 +168,9 @@ def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: fl
         Data rows of the inputs (their distribution is where ``f`` is probed).
     symbols : sequence of sympy.Symbol
         One per column of ``z``.
-    eps : float or kansym.discover.noise.OracleError
+    eps : float or kansym.discover.structure_tests.OracleError
         The oracle's RMS error (units of ``f``), or its error model (the error at each value,
-        :mod:`kansym.discover.noise`).
+        :mod:`kansym.discover.structure_tests`).
     deadline : kansym.deadline.Deadline, optional
         Once it has expired no piece starts and the decomposition gives None.
     avoid : frozenset of str
@@ -236,7 +299,7 @@ def _by_transform(f, z, symbols, eps, complexity_weight, seed, depth, deadline):
 
 
 def _by_symmetry(f, z, symbols, eps, complexity_weight, seed, depth, deadline, avoid=frozenset()):
-    """Two inputs through one combination (:mod:`kansym.discover.symmetry`): one input fewer.
+    """Two inputs through one combination (:mod:`kansym.discover.structure_tests`): one input fewer.
 
     The reduced function is ``f`` itself in fewer variables, not a piece of it: a split the
     data rejected at the top stays avoided there (``1 / (exp(h w / (k T)) - 1)`` reduced by
@@ -304,9 +367,9 @@ def structure_candidates(oracle: Oracle, eps: float, x: np.ndarray, y: np.ndarra
     ----------
     oracle : callable, ``(N, d) -> (N,)``
         A smooth model of ``y`` in the units of ``x, y`` (e.g. an unsparsified KAN).
-    eps : float or kansym.discover.noise.OracleError
+    eps : float or kansym.discover.structure_tests.OracleError
         Its RMS error on held-out rows (units of ``y``), or its error model
-        (:meth:`kansym.discover.noise.OracleError.fit` of those rows).
+        (:meth:`kansym.discover.structure_tests.OracleError.fit` of those rows).
     x : ndarray (N, d), d >= 3
     y : ndarray (N,)
         The fitting rows: the constants are refined and the error measured on them.
@@ -411,3 +474,131 @@ def _error(expr: sympy.Expr, symbols, x, y) -> float:
     with np.errstate(all="ignore"):
         pred = np.broadcast_to(np.asarray(lambdify_formula(expr, symbols)(x), dtype=np.float64), y.shape)
     return nrmse(y, pred) if np.all(np.isfinite(pred)) else np.inf
+
+
+MIN_LIMIT = 30.0  # under this time limit (s) the structure search does not run: the main KAN gets it all
+# a second oracle beside the run's KAN: two hidden layers of 5, 100 LBFGS steps. A sum
+# inside a function (the distance sqrt((x2-x1)^2 + (y2-y1)^2)) needs the second layer. On
+# the tuning half's 27 equations of three inputs or more (3,000 rows, linear units) its
+# held-out error was lower on 21 (geometric mean 6.9e-3 against 1.5e-2) and up to 4x higher
+# on 6, so both are trained and the better one is kept (geometric mean 6.2e-3)
+ORACLE_HIDDEN = (5, 5)
+ORACLE_STEPS = 100
+MAX_ORACLE_ERROR = 0.05  # oracle RMS error over std(y) above which its tests mean nothing (R² < 0.9975)
+
+
+def wants_structure(config, d_in: int, d_out: int) -> bool:
+    """Whether the structure search runs: ``config.structure``, the whole primitive library
+    (its leaves are direct searches), one output and three inputs or more (one or two go to
+    the direct search whole)."""
+    return bool(config.structure and config.library is None and d_out == 1 and d_in >= 3)
+
+
+def structure_stage(rows, input_names: Sequence[str], output_names: Sequence[str], config,
+                    progress: bool | None = None, *,
+                    deadline: Deadline | None = None) -> tuple[list[DirectCandidate], float]:
+    """Train the oracle (the run's KAN without sparsification, on the training rows), measure
+    its error on the held-out rows and return :func:`structure_candidates` on the fitting rows.
+
+    Parameters
+    ----------
+    rows : kansym.discover.run.Rows
+        Working-unit rows; without held-out rows the oracle's error is unknown and nothing
+        is tried.
+    config : DiscoverConfig
+    deadline : kansym.deadline.Deadline, optional
+        This stage's share of the run's time limit: the oracle's training stops with it, and
+        once it has expired no search starts.
+
+    Returns
+    -------
+    (list of DirectCandidate, float)
+        The candidates and the oracle's held-out R² (NaN without held-out rows).
+    """
+    if rows.x_test is None or time_is_up(deadline):
+        return [], float("nan")
+    if deadline is not None and deadline.seconds is not None and deadline.seconds < MIN_LIMIT:  # the run's limit
+        deadline.cut(f"structure search: skipped (a time limit under {MIN_LIMIT:g} s goes to the main KAN)")
+        return [], float("nan")
+    space = choose_space(rows.x_train, rows.y_train, config.space)
+    shapes = [(config.hidden, config.train.steps), (ORACLE_HIDDEN, ORACLE_STEPS)]
+    tries = [(space, *shape) for shape in shapes]
+    if config.space == "auto":  # the other units, only when neither oracle is good enough in these
+        tries += [("linear" if space == "log" else "log", *shape) for shape in shapes]
+    oracle, eps, r2, error, pred = None, np.inf, float("nan"), None, None
+    trained = []  # the held-out predictions of every oracle trained
+    for k, (units, hidden, steps) in enumerate(tries):
+        if time_is_up(deadline) or (k >= len(shapes) and eps <= MAX_ORACLE_ERROR * np.std(rows.y_test[:, 0])):
+            break
+        other = _oracle(rows, input_names, output_names, config, units, hidden, steps, progress, deadline)
+        if other[0] is not None:
+            trained.append(other[4])
+            if oracle is None or other[1] < eps:
+                oracle, eps, r2, error, pred = other
+    if time_is_up(deadline):
+        deadline.cut("structure search: skipped (the oracle's training took its share)")
+        return [], r2
+    if not eps <= MAX_ORACLE_ERROR * np.std(rows.y_test[:, 0]):
+        log.info("structure: not searched (the oracle's held-out R² %.4g is too low for its tests)", r2)
+        return [], r2
+    error = _without_noise(error, pred, [p for p in trained if p is not pred])
+    log.debug("structure: the oracle's error %s", error)
+    candidates, _ = structure_candidates(lambda z: oracle.predict(z)[:, 0], error, rows.x, rows.y[:, 0],
+                                             input_symbols(input_names), complexity_weight=config.complexity_weight,
+                                             seed=config.seed, deadline=deadline)
+    if time_is_up(deadline):
+        deadline.cut("structure search: stopped at its share of the time limit")
+    return candidates, r2
+
+
+def _oracle(rows, input_names, output_names, config, space: str, hidden, steps: int, progress, deadline=None):
+    """The unsparsified KAN of width ``(d, *hidden, 1)`` trained for ``steps`` in ``space``, its RMS
+    error, R² and error model (:class:`kansym.discover.structure_tests.OracleError`: fitted to the held-out
+    residuals in log units, their one RMS error in linear units)."""
+    kind = "linear" if space == "linear" else "log"
+    if kind == "log" and not (np.all(rows.x_train > 0) and np.all(rows.y_train > 0)):
+        return None, np.inf, -np.inf, None, None
+    oracle = train_stage(
+        rows.x_train, rows.y_train, input_names, output_names, hidden=hidden, grid_size=config.grid_size,
+        spline_order=config.spline_order, space=kind,
+        train=config.train.replace(lamb=0.0, steps=steps, seed=config.seed, device=config.device),
+        seed=config.seed,
+        dtype=config.dtype, progress=progress, label="the oracle of the structure search: no sparsification",
+        deadline=deadline,
+    )
+    with np.errstate(all="ignore"):
+        pred = oracle.predict(rows.x_test)[:, 0]
+    eps = float(np.sqrt(np.mean((pred - rows.y_test[:, 0]) ** 2)))
+    # its error model: a model fitted in log units errs in proportion to its value (plus the
+    # data's noise, of one size); one fitted in linear units errs alike everywhere
+    error = OracleError.fit(pred, rows.y_test[:, 0]) if kind == "log" else OracleError(eps)
+    return (oracle, (eps if np.isfinite(eps) else np.inf), r2_score(rows.y_test[:, 0], pred, nonfinite="-inf"),
+            error, pred)
+
+
+def _without_noise(error: OracleError, pred: np.ndarray, others: Sequence[np.ndarray]) -> OracleError:
+    """The oracle's error model, or that of its disagreement with another oracle when that is
+    smaller.
+
+    The held-out residuals hold the data's noise besides the oracle's error; the oracle, fitted
+    to thousands of rows, averages most of the noise away, and the separability tests probe
+    the oracle, not the data. Two oracles of other shapes trained on the same rows disagree by
+    about the root sum of squares of their own errors, without the noise: both the residuals
+    and the disagreement bound the better oracle's error from above, and the smaller bound is
+    kept. At noise 0.01 the residuals were twice the disagreement on
+    ``mom sqrt(Bx^2 + By^2 + Bz^2)``, whose inputs then stood as a product within the residuals'
+    tolerance. Without noise the residuals are mostly the smaller.
+    """
+    best = error
+    for other in others:
+        with np.errstate(all="ignore"):
+            ok = np.isfinite(pred) & np.isfinite(other)
+            if ok.sum() < 10:
+                continue
+            gap = OracleError.fit(pred[ok], other[ok]) if error.relative > 0 else \
+                OracleError(float(np.sqrt(np.mean((pred[ok] - other[ok]) ** 2))))
+            log.debug("structure: the oracles disagree by %s (RMS %.3g; residuals' %.3g)", gap, gap.rms(pred[ok]),
+                      best.rms(pred[ok]))
+            if gap.rms(pred[ok]) < best.rms(pred[ok]):
+                best = gap
+    return best

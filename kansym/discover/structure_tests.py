@@ -1,0 +1,486 @@
+"""The statistical tests of the structure search on an oracle: its error at each value, mixed differences
+(do two inputs interact?), and symmetries that remove an input.
+
+How large the oracle's error is at each of its values: the separability and symmetry
+tests (:mod:`kansym.discover.structure_search`) decide "zero" against the oracle's error. One RMS error
+for the whole table is right when the error is the same everywhere (a model in linear
+units, or noise of one size). A law spanning decades, learned in log units, has an error
+proportional to its value instead: one RMS error, set by the largest values, then hides
+every effect among the small ones (``m c^2 / sqrt(1 - v^2/c^2)`` split as ``g(m, c) + h(v)``:
+the ``v`` effect is a few per cent of values up to 500).
+
+The error is modelled as a variance function of the oracle's value ``v``,
+
+    err(v)^2 = a^2 + (r v)^2,
+
+an absolute part (noise of one size) and a relative part, fitted by non-negative least
+squares of the squared held-out residuals on ``[1, v^2]`` (the variance-function
+regression of Carroll & Ruppert 1988, "Transformation and Weighting in Regression", §3.3).
+Its mean over the held-out rows is the mean squared error, so a constant error gives the
+one RMS error of before.
+
+A sub-problem whose values are a function of the oracle's (``f - c`` of a product, ``f^2``
+or ``1 / f`` of a transformed target, :data:`TRANSFORMS`) carries the error propagated to
+first order: ``err_T(T(v)) = |T'(v)| err(v)``.
+
+The mixed-difference tests of the structure search: do two inputs interact in an oracle?
+
+A KAN trained without sparsification is a smooth oracle ``f`` of the law, accurate to its
+held-out error. AI Feynman 2.0 (Udrescu et al. 2020, arXiv:2006.10782, §2.2, "graph
+modularity") reads a law's separation off a graph of its inputs, two inputs joined when they
+interact. Here the interaction of inputs ``i`` and ``j`` is the mixed difference of ``f``
+between rows ``a`` and ``b`` of the data,
+
+    D_ij = f(a) - f(a with a_i := b_i) - f(a with a_j := b_j) + f(a with a_i, a_j := b_i, b_j),
+
+which is zero for every pair of rows exactly when ``f`` is a sum of a function without
+``x_i`` and one without ``x_j`` (a discrete form of ``d^2 f / dx_i dx_j = 0``). Its RMS
+over ``PAIRS`` pairs of rows is compared with the oracle's error propagated to it (one error
+everywhere, or the error model above): inputs interact when it exceeds
+``NOISE_FACTOR`` times that. The product test (AI Feynman, Udrescu & Tegmark 2020, Sci. Adv.
+6, eaay2631, §2) runs on ``u = f - c``:
+``M_ij = u(a) u(a with a_i, a_j := b_i, b_j) - u(a with a_i := b_i) u(a with a_j := b_j)``
+vanishes exactly for a product, whatever the signs (no logarithm).
+
+Symmetries of an oracle that remove one input: f depends on two inputs only through one combination.
+
+AI Feynman (Udrescu & Tegmark 2020, Sci. Adv. 6, eaay2631, §2, "translational symmetry
+and generalizations") tests whether a law ``f`` depends on inputs ``x_i, x_j`` only
+through ``x_i - x_j``, ``x_i + x_j``, ``x_i / x_j`` or ``x_i x_j``; if it does, the two
+inputs become one new variable ``w`` and the problem has one input fewer.
+
+The test moves ``x_i`` of a data row ``a`` to its value in another row ``b`` and
+compensates in ``x_j`` so that the combination keeps its value (``x_j + (b_i - a_i)`` for
+the difference, ``x_j b_i / a_i`` for the ratio, ...). Only moved rows whose new ``x_j``
+stays inside the data's range are used: the oracle is trusted only there. The law has the
+symmetry when the change of ``f`` under the compensated move, each row's in units of the
+oracle's error at both ends (below), has an RMS within
+``NOISE_FACTOR``, while the same move without compensation changes ``f`` by more than
+``EFFECT_FACTOR`` times that: the input must matter for its invariance to mean anything.
+
+The reduced oracle ``g(rest, w)`` realises ``w`` by a pair ``(x_i, x_j)`` inside the
+data's box (``x_j`` at the middle of the interval that keeps both inputs in range), so
+the recursion's probes stay where the oracle was trained.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+import networkx as nx
+import numpy as np
+import sympy
+from scipy.optimize import nnls, minimize_scalar
+
+__all__ = ['OracleError', 'TransformedError', 'TRANSFORMS', 'TargetTransform', 'as_error', 'NOISE_FACTOR',
+    'OFFSET_MARGIN', 'PAIRS', 'Oracle', 'best_offset', 'graph_of', 'groups_of', 'interaction_graph', 'ratios',
+    'swapped_values', 'KINDS', 'Symmetry', 'find_symmetry', 'reduced_problem']
+
+log = logging.getLogger("kansym")
+
+
+class TargetTransform(NamedTuple):
+    """A transform ``T`` of the oracle's values that may make a law additive (AI Feynman,
+    Udrescu & Tegmark 2020, §2: the target's square, inverse, ... are tried too).
+
+    ``forward(v)``; ``inverse(w, sign)`` on arrays and ``symbolic(e, sign)`` on sympy (``sign``
+    the strict sign of ``v`` on the data); ``slope(v) = |T'(v)|``; ``text`` a template of the
+    inverse for descriptions (``{}`` the transformed law).
+    """
+
+    forward: Callable[[np.ndarray], np.ndarray]
+    inverse: Callable[[np.ndarray, int], np.ndarray]
+    symbolic: Callable[[sympy.Expr, int], sympy.Expr]
+    slope: Callable[[np.ndarray], np.ndarray]
+    text: str
+
+
+TRANSFORMS: dict[str, TargetTransform] = {
+    # sqrt(x^2 + y^2 + z^2): its square is a sum
+    "square": TargetTransform(np.square, lambda w, s: s * np.sqrt(np.maximum(w, 0.0)),
+                              lambda e, s: s * sympy.sqrt(e), lambda v: 2.0 * np.abs(v), "sqrt({})"),
+    # 1 / (a + b): its inverse is a sum
+    "inverse": TargetTransform(lambda v: 1.0 / v, lambda w, s: 1.0 / w, lambda e, s: 1 / e,
+                               lambda v: 1.0 / np.square(v), "1/({})"),
+}
+
+
+@dataclass(frozen=True)
+class OracleError:
+    """The oracle's RMS error at its value ``v``: ``sqrt(absolute^2 + (relative (v + shift))^2)``.
+
+    Attributes
+    ----------
+    absolute : float
+        The part of one size, in the units of the oracle.
+    relative : float
+        The part proportional to the oracle's value (dimensionless).
+    shift : float
+        Added to ``v`` before the relative part: a sub-problem ``f - c`` keeps the error of ``f``.
+    """
+
+    absolute: float
+    relative: float = 0.0
+    shift: float = 0.0
+
+    @classmethod
+    def fit(cls, pred: np.ndarray, y: np.ndarray) -> "OracleError":
+        """The variance function of the held-out residuals ``pred - y`` (both ``(N,)``).
+
+        Non-finite rows are left out; without finite rows the error is infinite (nothing is
+        decided zero).
+        """
+        pred, y = np.asarray(pred, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        ok = np.isfinite(pred) & np.isfinite(y)
+        if not np.any(ok):
+            return cls(np.inf)
+        p, r2 = pred[ok], (pred[ok] - y[ok]) ** 2
+        scale = max(float(np.max(np.abs(p))), 1e-300)  # columns of order 1 for the solve
+        design = np.column_stack([np.ones_like(p), (p / scale) ** 2])
+        unit = max(float(np.mean(r2)), 1e-300)
+        coef, _ = nnls(design, r2 / unit)
+        a2, r2_rel = coef[0] * unit, coef[1] * unit / scale**2
+        if not (np.isfinite(a2) and np.isfinite(r2_rel)) or a2 + r2_rel == 0.0:
+            return cls(float(np.sqrt(np.mean(r2))))
+        return cls(float(np.sqrt(a2)), float(np.sqrt(r2_rel)))
+
+    def at(self, v: np.ndarray) -> np.ndarray:
+        """The error at the oracle's values ``v`` (any shape)."""
+        v = np.asarray(v, dtype=np.float64)
+        with np.errstate(all="ignore"):
+            return np.sqrt(self.absolute ** 2 + (self.relative * (v + self.shift)) ** 2)
+
+    def rms(self, v: np.ndarray) -> float:
+        """The RMS error over the values ``v``."""
+        with np.errstate(all="ignore"):
+            return float(np.sqrt(np.mean(self.at(v) ** 2)))
+
+    def shifted(self, offset: float) -> "OracleError":
+        """The error of ``f - offset`` in terms of its own values."""
+        return replace(self, shift=self.shift + float(offset))
+
+
+@dataclass(frozen=True)
+class TransformedError:
+    """The error of ``T(f) - shift`` at its values, from the error ``inner`` of ``f``.
+
+    Attributes
+    ----------
+    inner : OracleError or TransformedError
+    transform : str
+        A key of :data:`TRANSFORMS`.
+    sign : int
+        The strict sign of ``f`` on the data (``+1`` or ``-1``).
+    shift : float
+    """
+
+    inner: "OracleError | TransformedError"
+    transform: str
+    sign: int = 1
+    shift: float = 0.0
+
+    def at(self, w: np.ndarray) -> np.ndarray:
+        """The error at the values ``w`` of ``T(f) - shift``: ``|T'(v)| inner.at(v)``, ``v = f``."""
+        t = TRANSFORMS[self.transform]
+        with np.errstate(all="ignore"):
+            v = t.inverse(np.asarray(w, dtype=np.float64) + self.shift, self.sign)
+            return t.slope(v) * self.inner.at(v)
+
+    def rms(self, w: np.ndarray) -> float:
+        """The RMS error over the values ``w``."""
+        with np.errstate(all="ignore"):
+            return float(np.sqrt(np.mean(self.at(w) ** 2)))
+
+    def shifted(self, offset: float) -> "TransformedError":
+        """The error of ``T(f) - shift - offset`` in terms of its own values."""
+        return replace(self, shift=self.shift + float(offset))
+
+
+def as_error(eps: "float | OracleError | TransformedError") -> "OracleError | TransformedError":
+    """An error model from one RMS error (the same everywhere), or the model as it is."""
+    return eps if isinstance(eps, (OracleError, TransformedError)) else OracleError(float(eps))
+
+
+NOISE_FACTOR = 5.0  # a mixed difference, or a compensated move, within this many oracle errors counts as zero
+OFFSET_MARGIN = 2.0  # ... and within a half of that for a product whose offset was fitted
+PAIRS = 256  # pairs of rows per mixed difference and per symmetry test
+
+Oracle = Callable[[np.ndarray], np.ndarray]  # (N, d) -> (N,)
+
+
+def swapped_values(f: Oracle, z: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """``f`` on ``PAIRS`` rows ``a``, on ``a`` with one input from row ``b``, and with two."""
+    n, d = z.shape
+    a = z[rng.integers(0, n, PAIRS)]
+    b = z[rng.integers(0, n, PAIRS)]
+    pairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
+    blocks = [a]
+    for i in range(d):
+        s = a.copy()
+        s[:, i] = b[:, i]
+        blocks.append(s)
+    for i, j in pairs:
+        s = a.copy()
+        s[:, [i, j]] = b[:, [i, j]]
+        blocks.append(s)
+    v = np.asarray(f(np.concatenate(blocks)), dtype=np.float64).reshape(len(blocks), PAIRS)
+    return v[0], v[1:d + 1], v[d + 1:], pairs
+
+
+def interaction_graph(f: Oracle, z: np.ndarray, eps: float, *, offset: float | None = None,
+                      seed: int = 0) -> tuple[nx.Graph, float]:
+    """The graph of inputs that interact in ``f`` (additively, or in the product ``f - offset``).
+
+    Parameters
+    ----------
+    f : callable, ``(N, d) -> (N,)``
+        The oracle.
+    z : ndarray (N, d)
+        Rows whose values the mixed differences swap (the data's distribution).
+    eps : float or kansym.discover.structure_tests.OracleError
+        The oracle's RMS error, in the units of ``f``, or its error model.
+    offset : float, optional
+        Test whether ``f - offset`` is a product (multiplicative separability); None: a sum.
+
+    Returns
+    -------
+    (networkx.Graph, float)
+        Nodes ``0..d-1``, an edge where the pair interacts (its ``ratio`` attribute: RMS mixed
+        difference over ``NOISE_FACTOR`` times its noise); and the sum over pairs of
+        ``log max(ratio, 1)`` (0 when nothing interacts).
+    """
+    values = swapped_values(f, z, np.random.default_rng([seed, 31]))
+    return graph_of(ratios(values, eps, offset), values[3], z.shape[1])
+
+
+def ratios(values, eps: "float | OracleError | TransformedError", offset: float | None) -> np.ndarray:
+    """RMS over the rows of each pair's mixed difference in units of its noise, over ``NOISE_FACTOR``.
+
+    Additive (``offset`` None): ``D = f0 - f_i - f_j + f_ij``, its noise on a row
+    ``sqrt((e0^2 + e_i^2 + e_j^2 + e_ij^2) / 4)`` with ``e = eps.at(f)``
+    (:class:`OracleError`; one error ``eps`` everywhere gives ``eps``). Multiplicative:
+    with ``u = f - offset``, ``M = u0 u_ij - u_i u_j`` (zero for every pair of rows when
+    ``u = g(x_i, .) h(x_j, .)``, AI Feynman's product test, without logarithms, so ``u`` may
+    change sign), its noise the first-order error
+    ``sqrt(u_ij^2 e0^2 + u0^2 e_ij^2 + u_j^2 e_i^2 + u_i^2 e_j^2)``. Each row's difference is
+    divided by its own noise before the RMS (a chi statistic): where the error is relative,
+    the rows of small values count as much as those of large ones (``1 / (exp(a b / (c d)) - 1)``
+    is a product of its inputs where it is large and not where it is small).
+    """
+    v0, v1, v2, pairs = values
+    if not pairs:
+        return np.zeros(0)
+    err = as_error(eps)
+    i, j = (np.array([p[k] for p in pairs], dtype=int) for k in (0, 1))
+    e0, e1, e2 = err.at(v0)[None, :], err.at(v1), err.at(v2)
+    with np.errstate(all="ignore"):
+        if offset is None:
+            diff = v0[None, :] - v1[i] - v1[j] + v2
+            noise = np.sqrt((e0 ** 2 + e1[i] ** 2 + e1[j] ** 2 + e2 ** 2) / 4)
+            scale = float(np.std(v0))
+        else:
+            u0, u1, u2 = v0[None, :] - offset, v1 - offset, v2 - offset
+            diff = u0 * u2 - u1[i] * u1[j]
+            noise = np.sqrt((u2 * e0) ** 2 + (u0 * e2) ** 2 + (u1[j] * e1[i]) ** 2 + (u1[i] * e1[j]) ** 2)
+            scale = float(np.mean(u0 ** 2))
+        noise = np.maximum(noise, 1e-12 * max(scale, 1e-300))
+        chi = np.sqrt(np.mean((diff / noise) ** 2, axis=1)) / NOISE_FACTOR
+    return np.where(np.isfinite(chi), chi, np.inf)
+
+
+def graph_of(ratios: np.ndarray, pairs, d: int) -> tuple[nx.Graph, float]:
+    """The graph of the pairs whose ``ratios`` exceed 1, and the sum of their log ratios."""
+    g = nx.Graph()
+    g.add_nodes_from(range(d))
+    g.add_edges_from((i, j, {"ratio": float(r)}) for (i, j), r in zip(pairs, ratios) if r > 1.0)
+    return g, float(np.sum(np.log(np.maximum(ratios, 1.0))))
+
+
+def best_offset(values, eps: float, d: int) -> tuple[float, nx.Graph, float]:
+    """The offset ``c`` for which ``f - c`` is most nearly a product: 0 first, then a grid of
+    ``c`` over and beyond the range of ``f`` (``mid + span * sinh(t)``), its best point refined
+    by Brent's method on the sum of log mixed differences; another offset must beat 0 clearly.
+    ``values``: :func:`swapped_values` of ``f`` (``d`` inputs)."""
+    pairs = values[3]
+    v = np.concatenate([values[0][None], values[1], values[2]])
+    mid, span = 0.5 * float(np.min(v) + np.max(v)), max(float(np.ptp(v)), 1e-300)
+
+    def offset(t: float) -> float:
+        return mid + span * float(np.sinh(t))
+
+    def smooth(t: float) -> float:  # the sum of log ratios, unclamped: sharp at a true offset
+        return float(np.sum(np.log(np.maximum(ratios(values, eps, offset(t)), 1e-300))))
+
+    best = (graph_of(ratios(values, eps, 0.0), pairs, d)[1], 0.0)
+    grid = np.linspace(-np.arcsinh(100.0), np.arcsinh(100.0), 41)
+    scores = [smooth(t) for t in grid]
+    k = int(np.argmin(scores))
+    res = minimize_scalar(smooth, bounds=(grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]), method="bounded",
+                          options={"xatol": 1e-9})
+    for t in (grid[k], float(res.x)):
+        cost = graph_of(ratios(values, eps, offset(t)), pairs, d)[1]
+        if cost < best[0] - 1.0:  # a factor e in the interactions' product, over c = 0 or the last best
+            best = (cost, offset(t))
+    graph, cost = graph_of(ratios(values, eps, best[1]) * (OFFSET_MARGIN if best[1] else 1.0), pairs, d)
+    return best[1], graph, cost
+
+
+def groups_of(graph: nx.Graph) -> list[list[int]]:
+    """The connected components of ``graph``, each sorted, in order."""
+    return sorted(sorted(c) for c in nx.connected_components(graph))
+
+
+KINDS = ("difference", "sum", "ratio", "product")
+EFFECT_FACTOR = 2.0  # the uncompensated move must change f by this many times the tolerance
+MIN_ROWS = 32  # moved rows inside the box needed for a test
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    """``f`` depends on inputs ``i`` and ``j`` only through ``combine(x_i, x_j)``.
+
+    Attributes
+    ----------
+    i, j : int
+        Column indices, ``i != j``.
+    kind : {"difference", "sum", "ratio", "product"}
+        ``x_i - x_j``, ``x_i + x_j``, ``x_i / x_j`` or ``x_i * x_j``.
+    ratio : float
+        RMS compensated change over its tolerance (< 1 for a symmetry).
+    """
+
+    i: int
+    j: int
+    kind: str
+    ratio: float
+
+    def combine(self, xi, xj):
+        """The combination, on arrays or sympy expressions."""
+        return {"difference": lambda: xi - xj, "sum": lambda: xi + xj,
+                "ratio": lambda: xi / xj, "product": lambda: xi * xj}[self.kind]()
+
+
+def _positive(col: np.ndarray) -> bool:
+    return bool(np.all(col > 0))
+
+
+def _compensate(kind: str, a_i, a_j, b_i):
+    """``x_j`` that keeps the combination of row ``a`` when ``x_i`` moves from ``a_i`` to ``b_i``."""
+    with np.errstate(all="ignore"):
+        if kind == "difference":
+            return a_j + (b_i - a_i)
+        if kind == "sum":
+            return a_j - (b_i - a_i)
+        if kind == "ratio":
+            return a_j * b_i / a_i
+        return a_j * a_i / b_i
+
+
+def find_symmetry(f: Oracle, z: np.ndarray, eps: float, *, seed: int = 0) -> Symmetry | None:
+    """The clearest two-input symmetry of ``f``, or None.
+
+    Parameters
+    ----------
+    f : callable, ``(N, d) -> (N,)``
+        The oracle.
+    z : ndarray (N, d), ``d >= 2``
+        Data rows (the box the oracle is trusted in).
+    eps : float or kansym.discover.structure_tests.OracleError
+        The oracle's RMS error (units of ``f``), or its error model (the tolerance of a move
+        is then the RMS of the error at both ends).
+
+    Returns
+    -------
+    Symmetry or None
+        The pair and kind with the smallest compensated change among those that pass;
+        ratio and product only for inputs of one strict sign (here: positive).
+    """
+    n, d = z.shape
+    rng = np.random.default_rng([seed, 47])
+    a, b = z[rng.integers(0, n, PAIRS)], z[rng.integers(0, n, PAIRS)]
+    lo, hi = z.min(axis=0), z.max(axis=0)
+    f_a = np.asarray(f(a), dtype=np.float64)
+    err = as_error(eps)
+    e_a, floor = err.at(f_a), 1e-12 * float(np.std(f_a)) + 1e-300
+    best = None
+    for i in range(d):
+        moved = a.copy()
+        moved[:, i] = b[:, i]
+        for j in range(d):
+            if j == i:
+                continue
+            for kind in KINDS:
+                if kind in ("ratio", "product") and not (_positive(z[:, i]) and _positive(z[:, j])):
+                    continue
+                if kind in ("sum", "product") and j < i:  # symmetric in i, j: test each pair once
+                    continue
+                new_j = _compensate(kind, a[:, i], a[:, j], b[:, i])
+                keep = np.isfinite(new_j) & (new_j >= lo[j]) & (new_j <= hi[j])
+                if keep.sum() < MIN_ROWS:
+                    continue
+                comp = moved[keep].copy()
+                comp[:, j] = new_j[keep]
+                with np.errstate(all="ignore"):
+                    f_comp = np.asarray(f(comp), dtype=np.float64)
+                    # each row's change in units of its noise (the error at both ends), then RMS
+                    noise = NOISE_FACTOR * np.maximum(np.sqrt((err.at(f_comp) ** 2 + e_a[keep] ** 2) / 2), floor)
+                    change = np.sqrt(np.mean(((f_comp - f_a[keep]) / noise) ** 2))
+                    effect = np.sqrt(np.mean(((np.asarray(f(moved[keep])) - f_a[keep]) / noise) ** 2))
+                if not (np.isfinite(change) and np.isfinite(effect)) or effect < EFFECT_FACTOR:
+                    continue
+                ratio = float(change)
+                if ratio < 1.0 and (best is None or ratio < best.ratio):
+                    best = Symmetry(i, j, kind, ratio)
+    return best
+
+
+def _realise(sym: Symmetry, w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A pair ``(x_i, x_j)`` in the box with ``combine(x_i, x_j) = w``: ``x_j`` mid-interval."""
+    li, hi_i, lj, hj = lo[sym.i], hi[sym.i], lo[sym.j], hi[sym.j]
+    with np.errstate(all="ignore"):
+        if sym.kind == "difference":  # x_i = w + x_j
+            low, high = np.maximum(lj, li - w), np.minimum(hj, hi_i - w)
+        elif sym.kind == "sum":  # x_i = w - x_j
+            low, high = np.maximum(lj, w - hi_i), np.minimum(hj, w - li)
+        elif sym.kind == "ratio":  # x_i = w x_j
+            low, high = np.maximum(lj, li / w), np.minimum(hj, hi_i / w)
+        else:  # x_i = w / x_j
+            low, high = np.maximum(lj, w / hi_i), np.minimum(hj, w / li)
+        high = np.maximum(high, low)  # an empty interval (w outside the data's): its nearer end
+        x_j = np.sqrt(low * high) if sym.kind in ("ratio", "product") else 0.5 * (low + high)
+        x_i = {"difference": lambda: w + x_j, "sum": lambda: w - x_j,
+               "ratio": lambda: w * x_j, "product": lambda: w / x_j}[sym.kind]()
+    return x_i, x_j
+
+
+def reduced_problem(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol],
+                    sym: Symmetry) -> tuple[Oracle, np.ndarray, list[sympy.Symbol], sympy.Symbol, sympy.Expr]:
+    """The problem with ``x_i, x_j`` replaced by ``w = combine(x_i, x_j)`` (the last column).
+
+    Returns
+    -------
+    (oracle, z, symbols, w, w_expr)
+        ``g(rest, w)``, the data rows ``(N, d - 1)``, their symbols, the new symbol ``w``
+        and its expression in the original symbols (to substitute back).
+    """
+    lo, hi = z.min(axis=0), z.max(axis=0)
+    rest = [k for k in range(z.shape[1]) if k not in (sym.i, sym.j)]
+    w_data = sym.combine(z[:, sym.i], z[:, sym.j])
+    taken = {s.name for s in symbols}
+    name = f"w_{symbols[sym.i].name}_{symbols[sym.j].name}"  # distinct names: the searches check them
+    while name in taken:
+        name += "_"
+    w = sympy.Dummy(name, positive=True) if np.all(w_data > 0) else sympy.Dummy(name, real=True)
+    d = z.shape[1]
+
+    def g(zr: np.ndarray) -> np.ndarray:
+        full = np.empty((zr.shape[0], d))
+        full[:, rest] = zr[:, :-1]
+        full[:, sym.i], full[:, sym.j] = _realise(sym, zr[:, -1], lo, hi)
+        return f(full)
+
+    w_expr = sym.combine(symbols[sym.i], symbols[sym.j])
+    return g, np.column_stack([z[:, rest], w_data]), [symbols[k] for k in rest] + [w], w, w_expr
