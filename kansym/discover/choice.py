@@ -41,7 +41,7 @@ from sympy.core.function import AppliedUndef
 
 from kansym.deadline import Deadline, time_is_up
 from kansym.discover.result import R2_GAP, Formula, ClosedForm
-from kansym.symbolic.compose import lambdify_formula
+from kansym.symbolic.compose import lambdify_formula, predictions
 from kansym.symbolic.direct import SIGNIFICANT_NODES, DirectCandidate, selection_score
 from kansym.symbolic.export import to_latex
 from kansym.symbolic.parse import identifiers, rename_symbols
@@ -128,9 +128,8 @@ def choose_formula(kan: Formula, direct: Sequence[DirectCandidate], weight: floa
     rows, target, n_test = np.concatenate([x_test, x]), np.concatenate([y_test, y]), len(y_test)
 
     def option(expr: sympy.Expr, origin: str, structure: dict | None) -> _Option | None:
+        pred = predictions(expr, kan.symbols, rows)
         with np.errstate(all="ignore"):
-            pred = np.broadcast_to(np.asarray(lambdify_formula(expr, kan.symbols)(rows), dtype=np.float64),
-                                   target.shape)
             if not np.all(np.isfinite(pred[:n_test])):
                 return None
             error, residual = nrmse(y_test, pred[:n_test]), pred - target
@@ -185,12 +184,7 @@ def closed(expr: sympy.Expr) -> bool:
 
 
 def _held_out_r2(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray) -> float:
-    try:
-        with np.errstate(all="ignore"):
-            pred = np.broadcast_to(np.asarray(lambdify_formula(expr, symbols)(x), dtype=np.float64), y.shape)
-    except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError):
-        return -math.inf
-    return r2_score(y, pred, nonfinite="-inf")
+    return r2_score(y, predictions(expr, symbols, x), nonfinite="-inf")
 
 
 def settle_partial(formula: Formula, direct: Sequence[DirectCandidate] | None, x: np.ndarray, y: np.ndarray,

@@ -50,14 +50,14 @@ from kansym.discover.structure import interaction_error, interaction_r2
 from kansym.discover.stages import wants_direct_search
 from kansym.discover.units import Reduction, analyze, parse_unit
 from kansym.errors import CheckpointError, DataError
-from kansym.symbolic.compose import input_symbols, lambdify_formula
+from kansym.symbolic.compose import input_symbols, lambdify_formula, predictions
 from kansym.symbolic.direct import choose_significant, direct_search, selection_score, significantly_better
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import simplify_formula, refine
 from kansym.symbolic.verify import ResidualTest, residual_test, fidelity, nrmse, r2_score
 
 __all__ = ['reduction_meta', 'model_columns', 'model_target', 'group_inputs', 'predict_columns',
-    'outside_training_range', 'map_back', 'weighted_search', 'weighted_group_residuals', 'monomial_size', 'predict',
+    'outside_training_range', 'map_back', 'weighted_search', 'weighted_group_residuals', 'monomial_size',
     'UnitsDiscovery', 'discover_with_units', 'CONSTANT_R2', 'TRY_CONSTANT_R2']
 
 log = logging.getLogger("kansym")
@@ -177,12 +177,6 @@ WEIGHTED_REFINE_TOP = 8  # raw candidates the weighted search refines (noisy row
 MONOMIAL_SPREAD = 1.5  # a monomial whose size varies less over the rows leaves the groups' search as it is
 
 
-def predict(expr: sympy.Expr, symbols, x: np.ndarray) -> np.ndarray:
-    """``expr`` on the rows ``x (N, d)`` of its ``symbols`` (NumPy's warnings off: the callers check finiteness)."""
-    with np.errstate(all="ignore"):
-        return lambdify_formula(expr, symbols)(x)
-
-
 def weighted_search(g, yp, red: Reduction, res: Discovery, found: Formula, x, yv, fit_idx, test_idx, symbols,
                     target: str, config: DiscoverConfig, deadline: Deadline) -> Formula | None:
     """The direct search on the groups with the monomial as a factor of each row
@@ -223,7 +217,7 @@ def weighted_search(g, yp, red: Reduction, res: Discovery, found: Formula, x, yv
     mapped = map_back(fw, res, red, x, yv, fit_idx, test_idx, symbols, target)
 
     def error(f: Formula) -> float:
-        pred = np.broadcast_to(np.asarray(predict(f.expr, symbols, x[test_idx]), float), (len(test_idx),))
+        pred = predictions(f.expr, symbols, x[test_idx])
         err = nrmse(yv[test_idx], pred)
         return err if np.isfinite(err) else np.inf
 
@@ -255,8 +249,7 @@ def weighted_search(g, yp, red: Reduction, res: Discovery, found: Formula, x, yv
 
 def monomial_size(red: Reduction, symbols, x: np.ndarray) -> np.ndarray:
     """``|prod x^p|`` on each row ``(N,)``: the factor by which the noise of ``y / prod x^p`` is the target's."""
-    return np.abs(np.broadcast_to(np.asarray(predict(red.monomial(symbols), symbols, x), dtype=np.float64),
-                                  (x.shape[0],)))
+    return np.abs(predictions(red.monomial(symbols), symbols, x))
 
 
 def weighted_group_residuals(expr: sympy.Expr, symbols, red: Reduction, x, y, fit_idx, test_idx) -> ResidualTest:
@@ -269,7 +262,7 @@ def weighted_group_residuals(expr: sympy.Expr, symbols, red: Reduction, x, y, fi
         fit_idx, test_idx = fit_idx[::2], fit_idx[1::2]
     mono = monomial_size(red, symbols, x)
     with np.errstate(all="ignore"):
-        res = (y - np.broadcast_to(np.asarray(predict(expr, symbols, x), dtype=np.float64), y.shape)) / mono
+        res = (y - predictions(expr, symbols, x)) / mono
     g, yp = red.reduce(x, y)
     rows = np.concatenate([fit_idx, test_idx])
     if not (np.all(np.isfinite(g[rows])) and np.all(np.isfinite(res[rows])) and np.all(mono[rows] > 0)):
@@ -292,12 +285,12 @@ def map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_idx
         return simplify_formula(sympy.powsimp(out)) if simplify else out
 
     expr, raw = back(f.expr), back(f.raw, simplify=False)
-    if not np.all(np.isfinite(predict(expr, symbols, x[fit_idx]))):
+    if not np.all(np.isfinite(predictions(expr, symbols, x[fit_idx]))):
         expr = back(f.expr, simplify=False)
     g_fit, _ = red.reduce(x[fit_idx])
     g_test, _ = red.reduce(x[test_idx])
-    mono_fit = predict(mono, symbols, x[fit_idx]) if mono != 1 else np.ones(len(fit_idx))
-    mono_test = predict(mono, symbols, x[test_idx]) if mono != 1 else np.ones(len(test_idx))
+    mono_fit = predictions(mono, symbols, x[fit_idx]) if mono != 1 else np.ones(len(fit_idx))
+    mono_test = predictions(mono, symbols, x[test_idx]) if mono != 1 else np.ones(len(test_idx))
     y_model_fit = res.pruned.predict(g_fit)[:, 0] * mono_fit
     y_model_test = res.pruned.predict(g_test)[:, 0] * mono_test
     fid = fidelity(lambdify_formula(expr, symbols), x[fit_idx], y[fit_idx], y_model_fit)
@@ -307,7 +300,7 @@ def map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_idx
     closed = None
     if f.closed_form is not None:  # the best closed form beside a partial formula, re-scored on the columns
         ce = back(f.closed_form.expr)
-        pred = np.broadcast_to(np.asarray(predict(ce, symbols, x[test_idx]), dtype=np.float64), (len(test_idx),))
+        pred = predictions(ce, symbols, x[test_idx])
         closed = ClosedForm(ce, r2_score(y[test_idx], pred, nonfinite="-inf"), expression_complexity(ce),
                             f.closed_form.origin)
     mapped = Formula(
@@ -566,15 +559,15 @@ def _constant(red: Reduction, x, y, fit_idx, test_idx, n_test, symbols, target, 
     c = float(np.dot(y[fit_idx], m) / np.dot(m, m)) if np.dot(m, m) > 0 else float(np.median(yq))
     raw = sympy.Float(c if np.isfinite(c) else float(np.median(yq))) * mono
     expr = refine(raw, symbols, x[fit_idx], y[fit_idx], loss_space="linear")
-    if not np.all(np.isfinite(predict(expr, symbols, x[fit_idx]))):
+    if not np.all(np.isfinite(predictions(expr, symbols, x[fit_idx]))):
         expr = raw
-    y_model_fit = predict(raw, symbols, x[fit_idx])
+    y_model_fit = predictions(raw, symbols, x[fit_idx])
     fid = fidelity(lambdify_formula(expr, symbols), x[fit_idx], y[fit_idx], y_model_fit)
     front = pareto_front([raw], expr, symbols, x[test_idx], y[test_idx])
     formula = Formula(
         expr=expr, raw=raw, symbols=tuple(symbols), fidelity=fid, target=target,
         r2_test=next(e.r2 for e in front if e.chosen),
-        r2_model_test=r2_score(y[test_idx], predict(raw, symbols, x[test_idx])),
+        r2_model_test=r2_score(y[test_idx], predictions(raw, symbols, x[test_idx])),
         n_test=n_test,
         front=front,
         origin="units",

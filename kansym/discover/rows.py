@@ -33,7 +33,7 @@ from kansym.discover.config import DiscoverConfig
 from kansym.discover.result import MIN_ROWS, split_holdout, Discovery, Formula, RunInterrupted
 from kansym.errors import DataError
 from kansym.io.magnitude import ColumnScales
-from kansym.symbolic.compose import SymbolicKAN, lambdify_formula
+from kansym.symbolic.compose import SymbolicKAN, predictions
 from kansym.symbolic.verify import Fidelity, r2_score
 from kansym.train.memory import check_training_memory
 
@@ -202,11 +202,7 @@ def check_representable(f: Formula, x: np.ndarray, y: np.ndarray, scales: Column
     """
     if not math.isfinite(f.fidelity.r2_data) or f.numeric_edges:
         return  # nothing to keep: the formula is already reported as unverified
-    with np.errstate(all="ignore"):
-        try:
-            pred = lambdify_formula(f.expr, f.symbols)(np.asarray(x, dtype=np.float64))
-        except (TypeError, ValueError, ZeroDivisionError, OverflowError):
-            pred = np.full(len(y), np.nan)
+    pred = predictions(f.expr, f.symbols, x)
     finite = bool(np.all(np.isfinite(pred)))
     r2 = r2_score(y, pred, nonfinite="-inf")
     if finite and r2 >= f.fidelity.r2_data - REPRESENTABLE_R2_SLACK:

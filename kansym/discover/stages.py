@@ -44,13 +44,13 @@ from kansym.io.transform import DataTransform
 from kansym.nn.config import KANConfig
 from kansym.nn.kan import KAN
 from kansym.prune.prune import PruneResult, prune
-from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
+from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify, predictions
 from kansym.symbolic.direct import DirectCandidate, direct_search
 from kansym.symbolic.occam import Candidate, simplify_edges
 from kansym.symbolic.pareto import pareto_front
 from kansym.symbolic.refine import exact_as_floats, refine
 from kansym.symbolic.snap import round_constants
-from kansym.symbolic.verify import r2_score, Fidelity, fidelity, nrmse
+from kansym.symbolic.verify import r2_score, Fidelity, fidelity, nrmse_in
 from kansym.train.config import TrainConfig
 from kansym.train.fit import finetune, fit
 from kansym.train.memory import check_training_memory
@@ -563,7 +563,7 @@ def noise_floor(y: np.ndarray, y_model: np.ndarray, loss_space: str, smooth: tup
     out = []
     with np.errstate(all="ignore"):
         if not log_space or (np.all(y > 0) and np.all(y_model > 0)):
-            out.append(nrmse(np.log(y), np.log(y_model)) if log_space else nrmse(y, y_model))
+            out.append(nrmse_in(y, y_model, log_space=log_space))
         if smooth is not None:
             xs, ys, xt, yt = smooth
             if log_space and np.all(xs > 0) and np.all(xt > 0) and np.all(ys > 0) and np.all(yt > 0):
@@ -575,5 +575,4 @@ def noise_floor(y: np.ndarray, y_model: np.ndarray, loss_space: str, smooth: tup
 
 
 def _finite(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray) -> bool:
-    with np.errstate(all="ignore"):
-        return bool(np.all(np.isfinite(lambdify_formula(expr, symbols)(x))))
+    return bool(np.all(np.isfinite(predictions(expr, symbols, x))))

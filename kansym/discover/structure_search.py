@@ -61,7 +61,7 @@ from kansym.discover.stages import train_stage
 from kansym.discover.structure import choose_space
 from kansym.discover.structure_tests import (TRANSFORMS, NOISE_FACTOR, PAIRS, Oracle, best_offset, graph_of, groups_of,
     interaction_graph, ratios, swapped_values, TransformedError, as_error, find_symmetry, reduced_problem, OracleError)
-from kansym.symbolic.compose import lambdify_formula, input_symbols
+from kansym.symbolic.compose import input_symbols, predictions
 from kansym.symbolic.direct import DirectCandidate, direct_search, selection_score
 from kansym.symbolic.pareto import expression_complexity
 from kansym.symbolic.refine import (exact_as_floats, merge_numeric_factors, monic_denominators, refine,
@@ -262,8 +262,8 @@ def _solved_leaf(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps,
 
 def _chi(expr: sympy.Expr, symbols, x: np.ndarray, h: np.ndarray, e_row: np.ndarray) -> float:
     """RMS of ``(expr(x) - h) / e_row`` (inf where ``expr`` is not finite)."""
+    pred = predictions(expr, symbols, x)
     with np.errstate(all="ignore"):
-        pred = np.broadcast_to(np.asarray(lambdify_formula(expr, symbols)(x), dtype=np.float64), h.shape)
         chi = float(np.sqrt(np.mean(((pred - h) / e_row) ** 2)))
     return chi if np.isfinite(chi) else np.inf
 
@@ -471,8 +471,7 @@ def _refit(expr: sympy.Expr, symbols, x, y) -> sympy.Expr:
 
 def _error(expr: sympy.Expr, symbols, x, y) -> float:
     """Normalised RMS error on ``x, y`` (inf where the formula is not finite)."""
-    with np.errstate(all="ignore"):
-        pred = np.broadcast_to(np.asarray(lambdify_formula(expr, symbols)(x), dtype=np.float64), y.shape)
+    pred = predictions(expr, symbols, x)
     return nrmse(y, pred) if np.all(np.isfinite(pred)) else np.inf
 
 

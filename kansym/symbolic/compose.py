@@ -30,7 +30,7 @@ from kansym.symbolic.fit import EdgeFit, select_edge_fit, numeric_edge
 from kansym.symbolic.library import Primitive, get_library
 from kansym.io.transform import DataTransform
 
-__all__ = ["SymbolicKAN", "symbolify", "input_symbols", "lambdify_formula", "formula_values"]
+__all__ = ["SymbolicKAN", "symbolify", "input_symbols", "lambdify_formula", "formula_values", "predictions"]
 
 log = logging.getLogger("kansym")
 
@@ -332,3 +332,19 @@ def formula_values(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndar
         detail = " ".join(str(exc).split())[:100]
         raise DataError(f"{what} cannot be evaluated with numpy ({type(exc).__name__}: {detail}); "
                         "pass a formula that kansym wrote") from None
+
+
+def predictions(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray) -> np.ndarray:
+    """:func:`formula_values` for ranking and testing candidates: never raises.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N,)
+        float64; NaN on every row where ``expr`` cannot be evaluated at all (the error measures,
+        :func:`kansym.symbolic.verify.nrmse` and :func:`~kansym.symbolic.verify.r2_score`, then
+        score it as the worst), NaN or inf where a value leaves the formula's domain.
+    """
+    try:
+        return formula_values(expr, symbols, x)
+    except DataError:
+        return np.full(np.shape(x)[0], np.nan)

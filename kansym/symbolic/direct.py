@@ -52,10 +52,10 @@ import sympy
 from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic.vocabulary import occupation_candidates
 from kansym.symbolic.vocabulary import _INVERSE_NP, _SLOPE, _design, _dictionary, _expression, _rational, _transforms
-from kansym.symbolic.compose import lambdify_formula
+from kansym.symbolic.compose import predictions
 from kansym.symbolic.pareto import expression_complexity
 from kansym.symbolic.refine import refine, refine_times_factor, simplify_formula, take_out_squares
-from kansym.symbolic.verify import nrmse
+from kansym.symbolic.verify import nrmse, nrmse_in
 
 __all__ = ['DirectCandidate', 'direct_search', 'choose', 'choose_significant', 'significantly_better',
     'selection_score', 'ERROR_FLOOR']
@@ -270,12 +270,7 @@ def _error(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: 
            relative: bool = False, factor: np.ndarray | None = None) -> float:
     """:func:`~kansym.symbolic.verify.nrmse` of ``expr`` on ``x, y`` (of the logs when ``relative``,
     of ``factor * y`` when a factor is given); ``inf`` if it cannot be evaluated."""
-    try:
-        with np.errstate(all="ignore"):
-            pred = lambdify_formula(expr, symbols)(x)
-    except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError):
-        return math.inf
-    return _nrmse(y, pred, relative, factor)
+    return _nrmse(y, predictions(expr, symbols, x), relative, factor)
 
 
 def _nrmse(y: np.ndarray, pred, relative: bool, factor: np.ndarray | None = None) -> float:
@@ -283,11 +278,7 @@ def _nrmse(y: np.ndarray, pred, relative: bool, factor: np.ndarray | None = None
         with np.errstate(all="ignore"):
             err = nrmse(factor * y, factor * np.broadcast_to(np.asarray(pred, dtype=np.float64), y.shape))
         return err if math.isfinite(err) else math.inf
-    if not relative:
-        return nrmse(y, pred)
-    with np.errstate(all="ignore"):
-        err = nrmse(np.log(y), np.log(np.broadcast_to(np.asarray(pred, dtype=np.float64), y.shape)))
-    return err if math.isfinite(err) else math.inf
+    return nrmse_in(y, np.broadcast_to(np.asarray(pred, dtype=np.float64), y.shape), log_space=relative)
 
 
 def _signed(symbols: Sequence[sympy.Symbol], x: np.ndarray) -> dict[sympy.Symbol, sympy.Symbol]:
@@ -520,8 +511,7 @@ def _raw_candidates(p: _Problem, top: Sequence[_Prelim]) -> tuple[list[tuple], l
         raw.append((selection_score(max(err, p.outside), nodes, p.complexity_weight), nodes, str(expr), expr))
     templates = []  # amplitudes the links cannot hold: a x^p/(exp(c x^q) -+ 1), fitted (_templates)
     for expr in occupation_candidates(p.x[:, 0], p.y, p.syms[0], factor=p.factor) if p.x.shape[1] == 1 else ():
-        with np.errstate(all="ignore"):
-            pred = np.broadcast_to(np.asarray(lambdify_formula(expr, p.syms)(p.x[p.rows]), float), (len(p.rows),))
+        pred = predictions(expr, p.syms, p.x[p.rows])
         err = _nrmse(p.y[p.rows], pred, p.relative, None if p.factor is None else p.factor[p.rows])
         if math.isfinite(err):
             templates.append((err, str(expr), expr))

@@ -40,7 +40,7 @@ import numpy as np
 import sympy
 
 from kansym.deadline import Deadline, time_is_up
-from kansym.symbolic.compose import lambdify_formula
+from kansym.symbolic.compose import predictions
 from kansym.symbolic.direct import DirectCandidate
 from kansym.symbolic.pareto import expression_complexity
 from kansym.symbolic.refine import refine
@@ -158,8 +158,7 @@ def _refined(start: sympy.Expr, x: np.ndarray, y: np.ndarray, symbols: Sequence[
     except (ValueError, ArithmeticError) as exc:  # a refit that leaves the reals
         log.debug("monomial: refining %s failed (%s)", start, exc)
         return None
-    with np.errstate(all="ignore"):
-        pred = np.broadcast_to(np.asarray(lambdify_formula(expr, list(symbols))(x), dtype=np.float64), y.shape)
+    pred = predictions(expr, list(symbols), x)
     if not (expr.free_symbols and np.all(np.isfinite(pred))):
         return None
     log.debug("monomial: %s refined to %s", start, expr)

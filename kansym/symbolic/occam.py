@@ -28,10 +28,10 @@ import numpy as np
 import sympy
 
 from kansym.deadline import Deadline, time_is_up
-from kansym.symbolic.compose import EdgeId, SymbolicKAN, lambdify_formula
+from kansym.symbolic.compose import EdgeId, SymbolicKAN, predictions
 from kansym.symbolic.fit import EdgeFit
 from kansym.symbolic.refit import refit_constants_counted
-from kansym.symbolic.verify import nrmse
+from kansym.symbolic.verify import nrmse_in
 
 __all__ = ["Candidate", "simplify_edges", "formula_error", "information_criterion", "MAX_EVALUATIONS"]
 
@@ -75,9 +75,7 @@ class Candidate:
 def formula_error(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray, *, log_space: bool) -> float:
     """Normalised RMS error (:func:`kansym.symbolic.verify.nrmse`) of ``expr`` on ``x (N, d)``,
     ``y (N,)``, of the logs in log space; ``inf`` if not finite."""
-    with np.errstate(all="ignore"):
-        pred = lambdify_formula(expr, symbols)(x)
-        return nrmse(np.log(y), np.log(pred)) if log_space else nrmse(y, pred)
+    return nrmse_in(y, predictions(expr, symbols, x), log_space=log_space)
 
 
 def information_criterion(expr: sympy.Expr, error: float, n: int, *, floor: float = 1e-6) -> float:

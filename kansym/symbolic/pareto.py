@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import sympy
 
-from kansym.symbolic.compose import lambdify_formula
+from kansym.symbolic.compose import predictions
 from kansym.symbolic.verify import nrmse, r2_score
 
 __all__ = ["FrontEntry", "expression_complexity", "pareto_front"]
@@ -111,11 +111,7 @@ class FrontEntry:
 def _scores(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """``(r2, error)`` of ``expr`` on the rows (:func:`~kansym.symbolic.verify.r2_score`,
     :func:`~kansym.symbolic.verify.nrmse`); ``(-inf, inf)`` where it cannot be evaluated."""
-    try:
-        with np.errstate(all="ignore"):
-            pred = lambdify_formula(expr, symbols)(x)
-    except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError):
-        return -math.inf, math.inf
+    pred = predictions(expr, symbols, x)
     return r2_score(y, pred, nonfinite="-inf"), nrmse(y, pred)
 
 

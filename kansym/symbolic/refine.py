@@ -71,7 +71,7 @@ import numpy as np
 import sympy
 
 from kansym.deadline import Deadline, time_is_up
-from kansym.symbolic.compose import lambdify_formula
+from kansym.symbolic.compose import lambdify_formula, predictions
 from kansym.symbolic.constants import float_bits, too_long
 from kansym.symbolic.refit import LossSpace, Problem, refit_constants, refit_constants_counted
 from kansym.symbolic.snap import (LN2, MIN_GAIN, TRIAL_NFEV, Z, noise_level, clean_floats, reduce_phases,
@@ -231,9 +231,7 @@ def _line(node: sympy.Expr, symbols: list, x: np.ndarray) -> sympy.Expr | None:
     """``a + b u`` for ``node = f(u)``, the least-squares line over the rows ``x``, when it
     passes the screen (a); None otherwise."""
     u = node.args[0]
-    with np.errstate(all="ignore"):  # a root or asin off its domain is nan: no line
-        uv = np.broadcast_to(np.asarray(lambdify_formula(u, symbols)(x), dtype=np.float64), x[:, 0].shape)
-        fv = np.broadcast_to(np.asarray(lambdify_formula(node, symbols)(x), dtype=np.float64), x[:, 0].shape)
+    uv, fv = predictions(u, symbols, x), predictions(node, symbols, x)  # a root or asin off its domain: nan, no line
     if not (np.all(np.isfinite(uv)) and np.all(np.isfinite(fv))):
         return None
     spread = float(np.std(fv))
@@ -249,15 +247,9 @@ def _line(node: sympy.Expr, symbols: list, x: np.ndarray) -> sympy.Expr | None:
 RTOL = 1e-9  # the rewrite must evaluate like the input to this relative tolerance on every row
 
 
-def _values(expr: sympy.Expr, symbols: Sequence[Any], X: np.ndarray) -> np.ndarray:
-    """``expr`` on the rows of ``X``, shape ``(n_rows,)``."""
-    with np.errstate(all="ignore"):
-        return np.broadcast_to(np.asarray(lambdify_formula(expr, list(symbols))(X), dtype=np.float64), (len(X),))
-
-
 def _sign_on_rows(factor: sympy.Expr, symbols: Sequence[Any], X: np.ndarray) -> int:
     """+1 or -1 if ``factor`` keeps that strict sign on every row of ``X``, else 0."""
-    v = _values(factor, symbols, X)
+    v = predictions(factor, symbols, X)
     if not np.all(np.isfinite(v)):
         return 0
     return 1 if np.all(v > 0) else (-1 if np.all(v < 0) else 0)
@@ -324,7 +316,7 @@ def take_out_squares(expr: sympy.Expr, symbols: Sequence[Any], X: Any) -> sympy.
     out = min([out, sympy.factor_terms(out), sympy.powsimp(out)], key=sympy.count_ops)
     if sympy.count_ops(out) > sympy.count_ops(expr):
         return expr
-    old, new = _values(expr, symbols, X), _values(out, symbols, X)
+    old, new = predictions(expr, symbols, X), predictions(out, symbols, X)
     ok = np.isfinite(old)
     if not ok.any() or not np.allclose(new[ok], old[ok], rtol=RTOL, atol=0) or not np.all(np.isfinite(new[ok])):
         return expr

@@ -75,7 +75,7 @@ from kansym.errors import ConfigError, DataError
 
 __all__ = ['SRBENCH_PI', 'is_exact_recovery', 'round_floats', 'ResidualTest', 'residual_test',
     'formula_residual_test', 'RESIDUAL_ALPHA', 'RESIDUAL_K', 'EXACT_RELATIVE', 'MIN_RESIDUAL_ROWS', 'PERMUTATIONS',
-    'MAX_INDEX_ROWS', 'r2_from_sse', 'r2_score', 'nrmse', 'paired_gain', 'Fidelity', 'fidelity']
+    'MAX_INDEX_ROWS', 'r2_from_sse', 'r2_score', 'nrmse', 'nrmse_in', 'paired_gain', 'Fidelity', 'fidelity']
 
 logger = logging.getLogger("kansym")
 
@@ -636,6 +636,15 @@ def nrmse(y_true: Any, y_pred: Any) -> float:
             return 0.0 if rms == 0.0 else math.inf
         e = rms / sd
     return e if math.isfinite(e) else math.inf
+
+
+def nrmse_in(y_true: Any, y_pred: Any, *, log_space: bool) -> float:
+    """:func:`nrmse` in the units a model learned in: of the logs when ``log_space`` (a target
+    over decades, docs/algorithms.md §1), ``inf`` where a value of either is not positive there."""
+    if not log_space:
+        return nrmse(y_true, y_pred)
+    with np.errstate(all="ignore"):
+        return nrmse(np.log(np.asarray(y_true, dtype=np.float64)), np.log(np.asarray(y_pred, dtype=np.float64)))
 
 
 @dataclass(frozen=True)

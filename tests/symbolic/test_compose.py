@@ -6,7 +6,8 @@ import sympy
 import torch
 
 from kansym.nn import KAN, KANConfig
-from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify
+from kansym.errors import DataError
+from kansym.symbolic.compose import SymbolicKAN, formula_values, input_symbols, lambdify_formula, predictions, symbolify
 from kansym.symbolic.fit import EdgeFit
 from kansym.symbolic.library import get_library
 from kansym.io.transform import DataTransform
@@ -127,3 +128,15 @@ def test_lambdify_formula_reuses_the_generated_function_but_never_confuses_two_n
     # the same formula in other symbols (another sign assumption) is another function
     y = sympy.Symbol("x", positive=True)
     assert lambdify_formula(expr.xreplace({x: y}), [y])(X)[1] == pytest.approx(np.e + 2)
+
+
+def test_predictions_is_the_one_evaluation_and_never_raises():
+    a, b = sympy.symbols("a b")
+    x = np.array([[1.0, 4.0], [2.0, -9.0], [3.0, 1.0]])
+    np.testing.assert_allclose(predictions(a * sympy.sqrt(b), [a, b], x)[[0, 2]], [2.0, 3.0])
+    assert np.isnan(predictions(a * sympy.sqrt(b), [a, b], x)[1])  # off the domain: that row only
+    np.testing.assert_array_equal(predictions(sympy.Integer(7), [a, b], x), [7.0, 7.0, 7.0])  # a constant, one per row
+    opaque = sympy.Function("phi_0_0_0")(a) + b  # an edge's curve without its numbers: no value anywhere
+    assert np.isnan(predictions(opaque, [a, b], x)).all()
+    with pytest.raises(DataError, match="cannot be evaluated with numpy"):
+        formula_values(opaque, [a, b], x)

@@ -7,7 +7,7 @@ import pytest
 import sympy
 
 from kansym.errors import DataError
-from kansym.symbolic.verify import Fidelity, fidelity, is_exact_recovery, r2_score, round_floats
+from kansym.symbolic.verify import Fidelity, fidelity, is_exact_recovery, nrmse, nrmse_in, r2_score, round_floats
 
 x, y = sympy.symbols("x y")
 
@@ -86,3 +86,13 @@ def test_a_domain_decides_the_sign_of_a_root_sympy_cannot():
     assert not is_exact_recovery(truth, close, symbols=names, domain=domain)
     with pytest.raises(ValueError, match="one low and one high per symbol"):
         is_exact_recovery(truth, cand, symbols=names, domain=([1.0], [2.0]))
+
+
+def test_nrmse_in_log_space_is_the_error_of_the_logs_and_inf_off_the_positive_values():
+    y = np.array([1.0, 10.0, 100.0, 1000.0])
+    pred = y * np.array([1.1, 0.9, 1.1, 0.9])
+    assert nrmse_in(y, pred, log_space=False) == nrmse(y, pred)
+    assert nrmse_in(y, pred, log_space=True) == pytest.approx(nrmse(np.log(y), np.log(pred)), rel=1e-12)
+    # a 10 % error on every value is the same in log units whatever the row's magnitude
+    assert nrmse_in(y, pred, log_space=True) == pytest.approx(0.1003 / np.std(np.log(y)), rel=0.01)
+    assert nrmse_in(y, -pred, log_space=True) == float("inf")
