@@ -1,4 +1,4 @@
-"""discover holds numpy/scipy's BLAS to the training's thread count (kansym.discover._blas_threads)."""
+"""discover holds numpy/scipy's BLAS to the training's thread count (kansym.discover.run._blas_threads)."""
 
 import pytest
 
