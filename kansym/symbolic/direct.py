@@ -583,6 +583,6 @@ def _least_complexity(expr: sympy.Expr, complexity: int) -> int:
     float becomes an exact number (one node instead of two), a float coefficient of a
     product that snaps to 1 or -1 vanishes with its ``Mul`` (a sign is a subtraction,
     :func:`~kansym.symbolic.pareto.expression_complexity`), and one term more may drop."""
-    coefficients = sum(1 for node in sympy.preorder_traversal(expr)
+    n_coefficients = sum(1 for node in sympy.preorder_traversal(expr)
                        if isinstance(node, sympy.Mul) and len(node.args) == 2 and isinstance(node.args[0], sympy.Float))
-    return complexity - len(expr.atoms(sympy.Float)) - 2 * coefficients - 1
+    return complexity - len(expr.atoms(sympy.Float)) - 2 * n_coefficients - 1

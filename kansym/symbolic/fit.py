@@ -443,9 +443,9 @@ def finish(prim: Primitive, data: Data, grid: GridResult, o: Opts, refine: bool,
             if not math.isfinite(s):
                 continue
             a, b, c = _canonical(prim, a, b, c)
-            fit = Fit(a, b, c, d, _r2(s, data), float(p) if prim.n_params else None)
-            if best is None or fit.r2 > best.r2:
-                best = fit
+            tried = Fit(a, b, c, d, _r2(s, data), float(p) if prim.n_params else None)
+            if best is None or tried.r2 > best.r2:
+                best = tried
     return best if best is not None else failed(prim, data)
 
 
@@ -460,7 +460,7 @@ def fit_simple(prim: Primitive, data: Data) -> Fit:
     return Fit(1.0, 0.0, c, d, _r2(sse, data), None)
 
 
-def fit(prim: Primitive, data: Data, o: Opts, polish: bool = True) -> Fit:
+def fit_prepared(prim: Primitive, data: Data, o: Opts, polish: bool = True) -> Fit:
     if prim.inner == "none":
         return fit_simple(prim, data)
     grid = grid_stage(prim, data, o)
@@ -602,23 +602,23 @@ def _normalise(x: Any) -> tuple[Any, float, float]:
     return (arr - m) / s, m, s
 
 
-def _to_input_units(fit: "EdgeFit", m: float, s: float) -> "EdgeFit":
+def _to_input_units(edge: "EdgeFit", m: float, s: float) -> "EdgeFit":
     """``c f(a x_n + b) + d`` with ``x_n = (x - m) / s``, rewritten in ``x``."""
-    if (m, s) == (0.0, 1.0) or fit.primitive == "0":
-        return fit
-    if fit.prim.inner == "none":  # linear: a = 1, b = 0 stay fixed
-        return EdgeFit(fit.primitive, fit.a, fit.b, fit.c / s, fit.d - fit.c * m / s, fit.r2, fit.p)
-    a, b, c, d = fit.a / s, fit.b - fit.a * m / s, fit.c, fit.d
-    if fit.prim.inner == "shift" and a != 0:
+    if (m, s) == (0.0, 1.0) or edge.primitive == "0":
+        return edge
+    if edge.prim.inner == "none":  # linear: a = 1, b = 0 stay fixed
+        return EdgeFit(edge.primitive, edge.a, edge.b, edge.c / s, edge.d - edge.c * m / s, edge.r2, edge.p)
+    a, b, c, d = edge.a / s, edge.b - edge.a * m / s, edge.c, edge.d
+    if edge.prim.inner == "shift" and a != 0:
         # back to the canonical a = ±1: f(a x + b) = k^n f(±x + b/k) with k = |a| for the
         # homogeneous primitives of degree n; log(a x + b) = log k + log(±x + b/k)
         k = abs(a)
-        if fit.primitive == "log":
+        if edge.primitive == "log":
             d = d + c * math.log(k)
         else:
-            c = c * k ** _DEGREE.get(fit.primitive, fit.p if fit.p is not None else 1.0)
+            c = c * k ** _DEGREE.get(edge.primitive, edge.p if edge.p is not None else 1.0)
         a, b = math.copysign(1.0, a), b / k
-    return EdgeFit(fit.primitive, a, b, c, d, fit.r2, fit.p)
+    return EdgeFit(edge.primitive, a, b, c, d, edge.r2, edge.p)
 
 
 _DEGREE = {"x^2": 2.0, "x^3": 3.0, "x^4": 4.0, "1/x": -1.0, "1/x^2": -2.0, "sqrt": 0.5, "abs": 1.0}
@@ -670,7 +670,7 @@ def fit_primitive(x: Any, y: Any, primitive: str | Primitive, *,
                    max_grid_points=max_grid_points, n_starts=n_starts))
     (prim,) = _resolve(primitive)
     xn, m, sc = _normalise(x)
-    return _to_input_units(EdgeFit(prim.name, *fit(prim, prepare(xn, y, o.max_grid_points), o)), m, sc)
+    return _to_input_units(EdgeFit(prim.name, *fit_prepared(prim, prepare(xn, y, o.max_grid_points), o)), m, sc)
 
 
 def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = None, *,
@@ -732,7 +732,7 @@ def select_edge_fit(x: Any, y: Any, library: Sequence[str | Primitive] | None = 
     fits.sort(key=lambda f: (f.complexity, -round(f.r2, 10)))  # stable: R² ties keep library order
     chosen = _choose_fit(fits, prims, r2_threshold, complexity_weight)
     if data.xs.size < data.x.size and chosen.prim.inner != "none":
-        polished = EdgeFit(chosen.primitive, *fit(chosen.prim, data, o, polish=True))
+        polished = EdgeFit(chosen.primitive, *fit_prepared(chosen.prim, data, o, polish=True))
         if polished.r2 >= chosen.r2:
             fits[fits.index(chosen)] = chosen = polished
     return _to_input_units(chosen, m, sc), [_to_input_units(f, m, sc) for f in fits]
@@ -747,15 +747,15 @@ def _fit_by_complexity(prims: Sequence[Primitive], data: Data, o: Opts, r2_thres
         if not exhaustive and cleared_at is not None and prim.complexity > cleared_at:
             break  # no more complex primitive can be chosen: not even its grid is searched
         if prim.inner == "none":
-            fit = fit_simple(prim, data)
+            result = fit_simple(prim, data)
         else:
             grid = grid_stage(prim, data, o)
             if grid is None:
-                fit = failed(prim, data)
+                result = failed(prim, data)
             else:
                 worth = exhaustive or (grid.r2 >= 0.5 and (cleared_at is None or prim.complexity <= cleared_at))
-                fit = finish(prim, data, grid, o, refine=worth, polish=False)
-        fits.append(EdgeFit(prim.name, *fit))
+                result = finish(prim, data, grid, o, refine=worth, polish=False)
+        fits.append(EdgeFit(prim.name, *result))
         if cleared_at is None and fits[-1].r2 >= r2_threshold:
             cleared_at = prim.complexity
     return fits

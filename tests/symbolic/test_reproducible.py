@@ -87,5 +87,5 @@ def test_a_tie_between_a_grid_seed_and_its_refinement_goes_the_same_way_every_ti
     x = np.sort(rng.uniform(-1, 1, 50))
     data = se.prepare(x, 2.0 * np.exp(-0.5 * x) + 0.01 * np.sin(9 * x), 256)
     monkeypatch.setattr(se, "_refine", lambda prim, data, seed, o, polish: (seed[0], -0.0, float("nan")))
-    signs = {math.copysign(1.0, se.fit(exp, data, se.Opts()).b) for _ in range(40)}
+    signs = {math.copysign(1.0, se.fit_prepared(exp, data, se.Opts()).b) for _ in range(40)}
     assert signs == {1.0}  # the seed (b = +0.0), every time
