@@ -122,7 +122,8 @@ def read_table_from_frame(
     """
     columns = [str(c) for c in df.columns]
     _check_duplicates(columns, source)
-    targets = [target] if isinstance(target, str) else list(target)
+    df = df.set_axis(columns, axis=1)  # a frame's labels may be numbers (pandas' default 0, 1, ...): names are text
+    targets = [str(t) for t in ([target] if isinstance(target, str) or np.ndim(target) == 0 else list(target))]
     if not targets:
         raise DataError("no target column given; name the column to predict.")
     _check_present(targets, columns, source, "target")

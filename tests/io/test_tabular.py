@@ -321,3 +321,16 @@ def test_tabular_is_still_the_one_import_path():
     assert kansym.io.tabular.Scaler is kansym.io.scaler.Scaler
     assert set(kansym.io.tabular.__all__) >= {"Scaler", "Table", "read_table", "read_table_from_frame",
                                               "fit_scalers", "embedded_dataset", "list_embedded"}
+
+
+def test_a_frame_with_number_labels_is_read_by_their_names():
+    # pandas labels the columns of a bare array 0, 1, 2: the target named 2 (or "2") is that column,
+    # where the reader used to fail with a raw KeyError ('0') or TypeError ('int' is not iterable)
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.uniform(1, 2, size=(30, 3)))
+    for target in (2, "2", [2]):
+        table = read_table_from_frame(frame, target)
+        assert table.input_names == ("0", "1") and table.target_names == ("2",)
+        np.testing.assert_array_equal(table.y[:, 0], frame[2].to_numpy())
+    with pytest.raises(DataError, match="'5' is not in the table"):
+        read_table_from_frame(frame, 5)
