@@ -226,7 +226,7 @@ def save_interrupted(stop: KeyboardInterrupt, path: Path, *, force: bool, protec
         done = f"during the {record.get('symbolic_stage') or 'stages after the training'}, after the training"
         kept = " (the trained model: --resume goes on from there, no training step runs again)"
     else:
-        done, kept = f"after {stop.state.step} of {bundle.meta['train_config']['steps']} steps", ""
+        done, kept = f"after {record['fit_state']['step']} of {bundle.meta['train_config']['steps']} steps", ""
     try:
         check_output_file(path, force=force, protect=protect)
         bundle.save(path, protect=protect)

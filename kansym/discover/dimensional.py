@@ -57,7 +57,7 @@ from kansym.symbolic.refine import simplify_formula, refine
 from kansym.symbolic.verify import ResidualTest, residual_test, fidelity, nrmse, r2_score
 
 __all__ = ['reduction_meta', 'model_columns', 'model_target', 'group_inputs', 'predict_columns',
-    'outside_training_range', 'map_back', 'weighted_search', 'weighted_group_residuals', 'monomial_size',
+    'outside_training_range', 'ReducedRows', 'map_back', 'weighted_search', 'weighted_group_residuals', 'monomial_size',
     'UnitsDiscovery', 'discover_with_units', 'CONSTANT_R2', 'TRY_CONSTANT_R2']
 
 log = logging.getLogger("kansym")
@@ -173,12 +173,48 @@ def outside_training_range(bundle: Any, x: np.ndarray) -> int:
     return int(np.sum(~np.all(np.isfinite(u) & (np.abs(u) <= 1 + 1e-9), axis=1)))
 
 
+@dataclass(frozen=True)
+class ReducedRows:
+    """The rows of a ``--units`` run with their dimensional reduction: what every step after
+    the reduction reads (working units).
+
+    Attributes
+    ----------
+    x : ndarray (N, d)
+        The table's columns.
+    y : ndarray (N,)
+        The target.
+    red : Reduction
+        ``y = prod x^p * f(pi_1, ..., pi_k)`` (:func:`kansym.discover.units.analyze`).
+    fit_idx, test_idx : ndarray of int
+        Fitting and held-out rows (:func:`~kansym.discover.result.split_holdout`); with
+        nothing held out ``test_idx`` is ``fit_idx``.
+    n_test : int
+        Rows really held out (0: none).
+    symbols : list of sympy.Symbol
+        The columns' symbols, positive where the column is.
+    target : str
+    text : dict of str to str
+        Every column's unit as given.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    red: Reduction
+    fit_idx: np.ndarray
+    test_idx: np.ndarray
+    n_test: int
+    symbols: list
+    target: str
+    text: dict
+
+
 WEIGHTED_REFINE_TOP = 8  # raw candidates the weighted search refines (noisy rows: the law may rank 5th raw)
 MONOMIAL_SPREAD = 1.5  # a monomial whose size varies less over the rows leaves the groups' search as it is
 
 
-def weighted_search(g, yp, red: Reduction, res: Discovery, found: Formula, x, yv, fit_idx, test_idx, symbols,
-                    target: str, config: DiscoverConfig, deadline: Deadline) -> Formula | None:
+def weighted_search(g, yp, res: Discovery, found: Formula, rows: ReducedRows, config: DiscoverConfig,
+                    deadline: Deadline) -> Formula | None:
     """The direct search on the groups with the monomial as a factor of each row
     (:func:`kansym.symbolic.direct.direct_search`'s ``factor``), when it beats ``found``.
 
@@ -193,6 +229,7 @@ def weighted_search(g, yp, red: Reduction, res: Discovery, found: Formula, x, yv
     candidate of the search fits significantly better than the choice. None when the search
     does not apply (more than two groups, a monomial of nearly constant size) or loses.
     """
+    red, x, yv, fit_idx, test_idx, symbols = rows.red, rows.x, rows.y, rows.fit_idx, rows.test_idx, rows.symbols
     k = len(red.groups)
     if not wants_direct_search(config, k, 1) or k == 0 or time_is_up(deadline):
         return None
@@ -214,7 +251,7 @@ def weighted_search(g, yp, red: Reduction, res: Discovery, found: Formula, x, yv
     fw = replace(f0, expr=best.expr, raw=best.expr, origin="direct search", candidates=(), structure=None,
                  closed_form=None, front=tuple(replace(e, chosen=False) for e in f0.front))
     fw = replace(fw, residual=fw.residual_test(g[fit_idx], yp[fit_idx], g[test_idx], yp[test_idx]))
-    mapped = map_back(fw, res, red, x, yv, fit_idx, test_idx, symbols, target)
+    mapped = map_back(fw, res, rows)
 
     def error(f: Formula) -> float:
         pred = predictions(f.expr, symbols, x[test_idx])
@@ -242,7 +279,7 @@ def weighted_search(g, yp, red: Reduction, res: Discovery, found: Formula, x, yv
     why = (f"selection score {s_mapped:.3f} < {s_found:.3f}" if s_mapped < s_found else
            f"{ratio:.3f} times less squared error, no more fitted constants")
     reason = (f"the direct search on the groups weighted by the monomial {red.monomial(symbols)} (each row as in "
-              f"{target}): {mapped.expr} chosen over {found.expr} ({why}, on the held-out rows)")
+              f"{rows.target}): {mapped.expr} chosen over {found.expr} ({why}, on the held-out rows)")
     log.info("%s", reason)
     return replace(mapped, reason=reason, origin="direct search")
 
@@ -252,10 +289,11 @@ def monomial_size(red: Reduction, symbols, x: np.ndarray) -> np.ndarray:
     return np.abs(predictions(red.monomial(symbols), symbols, x))
 
 
-def weighted_group_residuals(expr: sympy.Expr, symbols, red: Reduction, x, y, fit_idx, test_idx) -> ResidualTest:
+def weighted_group_residuals(expr: sympy.Expr, rows: ReducedRows) -> ResidualTest:
     """:func:`kansym.symbolic.verify.residual_test` of ``y / prod x^p``'s residuals, neighbours in the
     groups, each row weighted by its monomial (as in the target: that residual's noise is the
     target's over the monomial); no verdict for a partial formula or without groups."""
+    red, x, y, fit_idx, test_idx, symbols = rows.red, rows.x, rows.y, rows.fit_idx, rows.test_idx, rows.symbols
     if not red.groups or expr.atoms(AppliedUndef):
         return ResidualTest()
     if len(test_idx) == len(fit_idx) and np.array_equal(test_idx, fit_idx):  # nothing held out: odd from even
@@ -273,8 +311,9 @@ def weighted_group_residuals(expr: sympy.Expr, symbols, red: Reduction, x, y, fi
                        weight_fit=mono[fit_idx], weight_test=mono[test_idx])
 
 
-def map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_idx, symbols, target: str) -> Formula:
+def map_back(f: Formula, res: Discovery, rows: ReducedRows) -> Formula:
     """A formula in the groups -> the same in the original columns, re-verified there."""
+    red, x, y, fit_idx, test_idx, symbols = rows.red, rows.x, rows.y, rows.fit_idx, rows.test_idx, rows.symbols
     mono = red.monomial(symbols)
     groups = dict(zip(red.group_names, red.group_exprs(symbols)))
 
@@ -304,7 +343,7 @@ def map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_idx
         closed = ClosedForm(ce, r2_score(y[test_idx], pred, nonfinite="-inf"), expression_complexity(ce),
                             f.closed_form.origin)
     mapped = Formula(
-        expr=expr, raw=raw, symbols=tuple(symbols), fidelity=fid, target=target, candidates=cands,
+        expr=expr, raw=raw, symbols=tuple(symbols), fidelity=fid, target=rows.target, candidates=cands,
         r2_test=next(e.r2 for e in front if e.chosen), r2_model_test=r2_score(y[test_idx], y_model_test),
         n_test=f.n_test, front=front, closed_form=closed, origin=f.origin, structure=f.structure, reason=f.reason,
     )
@@ -314,7 +353,7 @@ def map_back(f: Formula, res: Discovery, red: Reduction, x, y, fit_idx, test_idx
     # noisiest where the monomial is small: a series refitted with the rows weighted as in the
     # target passed both others)
     tests = [mapped.residual_test(x[fit_idx], y[fit_idx], x[test_idx], y[test_idx]), f.residual,
-             weighted_group_residuals(expr, symbols, red, x, y, fit_idx, test_idx)]
+             weighted_group_residuals(expr, rows)]
     log.debug("residual test: columns %s, groups %s, groups weighted %s", *tests)
     return replace(mapped, residual=ResidualTest.combine(tests))  # one verdict, its p adjusted over all three
 
@@ -397,22 +436,23 @@ def discover_with_units(
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64).reshape(x.shape[0], -1)
     scales = working_scales(x, y, list(input_names), [target], config.space)
+    split = split_holdout(x.shape[0], config.holdout, config.seed)
     res = _discover_with_units(scales.x_to_working(x), scales.y_to_working(y), list(input_names), target, units,
-                               config, progress, deadline)
+                               config, progress, deadline, split)
     res = replace(res, time_limit=deadline.seconds, cut_short=deadline.cuts)
-    return _units_to_table(res, scales, x, y, config)
+    return _units_to_table(res, scales, x[split[0]], y[split[0]])
 
 
-def _units_to_table(res: "UnitsDiscovery", scales: ColumnScales, x, y, config: DiscoverConfig) -> "UnitsDiscovery":
+def _units_to_table(res: "UnitsDiscovery", scales: ColumnScales, x, y) -> "UnitsDiscovery":
     """A units discovery of the working units in the table's (:mod:`kansym.discover.rows`): the
-    formulas by the column scales, the KAN of the groups by the groups' (``U k`` for a group of
-    exponents ``U``, ``k_y - p . k`` for ``y / prod x^p``)."""
+    formulas by the column scales (checked on the fitting rows ``x, y``, table units), the KAN
+    of the groups by the groups' (``U k`` for a group of exponents ``U``, ``k_y - p . k`` for
+    ``y / prod x^p``)."""
     if scales.identity:
         return res
-    fit_idx, _ = split_holdout(x.shape[0], config.holdout, config.seed)
     formulas = tuple(formula_to_table(f, scales) for f in res.formulas)
     for f in formulas:
-        check_representable(f, x[fit_idx], y[fit_idx, 0], scales)
+        check_representable(f, x, y[:, 0], scales)
     red, kx = res.reduction, [Fraction(k) for k in scales.x_exp]
     model = scales
     if red is not None and res.trained is not None:
@@ -425,8 +465,9 @@ def _units_to_table(res: "UnitsDiscovery", scales: ColumnScales, x, y, config: D
 
 
 def _discover_with_units(x, y, names: list[str], target: str, units, config: DiscoverConfig,
-                         progress, deadline: Deadline) -> "UnitsDiscovery":
-    """:func:`discover_with_units` on (working-unit) rows."""
+                         progress, deadline: Deadline, split: tuple) -> "UnitsDiscovery":
+    """:func:`discover_with_units` on (working-unit) rows, ``split`` their fitting and held-out
+    indices (:func:`~kansym.discover.result.split_holdout`)."""
     if y.shape[1] != 1:
         raise DataError(f"discovery with units takes one target, got {y.shape[1]}")
     missing = [c for c in [*names, target] if c not in units]
@@ -437,7 +478,7 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
     asked = config  # the columns without the reduction are searched as discover() searches them (screened)
     # the units name every variable the law may use: the reduction, not the input screening, shrinks them
     config = config.replace(screen=False)
-    fit_idx, test_idx = split_holdout(x.shape[0], config.holdout, config.seed)
+    fit_idx, test_idx = split
     n_test = 0 if test_idx is None else len(test_idx)
     test_idx = fit_idx if test_idx is None else test_idx
     yv = y[:, 0]
@@ -454,16 +495,8 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
     if red.trivial:
         return plain(None)
     symbols = _symbols(names, x)
-    # the monomial closest to the data: a law that is a constant times a monomial needs no KAN
-    best_q, best_r2 = None, -np.inf
-    for q in red.monomials():
-        r = red.with_p(q)
-        _, yq = r.reduce(x[fit_idx], yv[fit_idx])
-        if not np.all(np.isfinite(yq)):
-            continue
-        r2 = r2_score(yv[fit_idx], np.median(yq) * (yv[fit_idx] / yq))
-        if r2 > best_r2 + 1e-12:
-            best_q, best_r2 = q, r2
+    rows = ReducedRows(x, yv, red, fit_idx, test_idx, n_test, symbols, target, text)
+    best_q, best_r2 = red.closest_monomial(x[fit_idx], yv[fit_idx])  # a constant times it needs no KAN
     g, yp = red.reduce(x, yv)
     if not (np.all(np.isfinite(g)) and np.all(np.isfinite(yp))):
         if best_q is None:
@@ -471,7 +504,7 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
         g = None
     constant = None
     if best_q is not None and (not red.groups or g is None or best_r2 >= TRY_CONSTANT_R2):
-        constant = _constant(red.with_p(best_q), x, yv, fit_idx, test_idx, n_test, symbols, target, text)
+        constant = _constant(replace(rows, red=red.with_p(best_q)))
         if best_r2 >= CONSTANT_R2 or (g is not None and red.groups and _groups_explain_nothing(red.with_p(best_q), x[fit_idx], yv[fit_idx])):
             return _logged(constant)
         if not red.groups or g is None:
@@ -481,8 +514,7 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
                          "the units allow nothing else: a unit is wrong or a variable is missing")
     # a limit of its own (its stages' shares are shares of it), its cuts recorded in the run's
     groups_limit = _part(deadline, GROUPS_SHARE * deadline.seconds if deadline.seconds else None)
-    reduced = _on_groups(g, yp, red, constant, x, yv, fit_idx, test_idx, symbols, target, text, config, progress,
-                         groups_limit)
+    reduced = _on_groups(g, yp, rows, constant, config, progress, groups_limit)
     deadline.absorb(groups_limit)
     if reduced.formulas[0].warning is None or deadline.remaining() < MIN_PLAIN_SECONDS:
         return reduced
@@ -505,21 +537,21 @@ def _part(deadline: Deadline, seconds: float | None) -> Deadline:
     return Deadline(max(min(seconds, deadline.remaining()), 1e-3))
 
 
-def _on_groups(g, yp, red: Reduction, constant, x, yv, fit_idx, test_idx, symbols, target: str, text,
-               config: DiscoverConfig, progress, deadline: Deadline) -> "UnitsDiscovery":
+def _on_groups(g, yp, rows: ReducedRows, constant, config: DiscoverConfig, progress,
+               deadline: Deadline) -> "UnitsDiscovery":
     """Discovery on the dimensionless groups, mapped back to the columns (the monomial with a
     fitted constant, ``constant``, when it leaves no more unexplained)."""
     t0 = time.perf_counter()
+    red, target = rows.red, rows.target
     # the KAN (and its checkpoints) predict y / monomial, not the target: name it so, since
     # `kansym symbolify` on those checkpoints prints "<name> = f(groups)"
     res = discover(g, yp[:, None], list(red.group_names), [f"{target}_reduced"], config, progress=progress,
                    deadline=deadline)
-    formulas = tuple(map_back(f, res, red, x, yv, fit_idx, test_idx, symbols, target) for f in res.formulas)
-    weighted = weighted_search(g, yp, red, res, formulas[0], x, yv, fit_idx, test_idx, symbols, target, config,
-                                deadline)
+    formulas = tuple(map_back(f, res, rows) for f in res.formulas)
+    weighted = weighted_search(g, yp, res, formulas[0], rows, config, deadline)
     if weighted is not None:
         formulas = (weighted, *formulas[1:])
-    out = UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=red, units=text)
+    out = UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=red, units=rows.text)
     meta = reduction_meta(red, target)  # the checkpoints predict from the table's columns (kansym predict)
     out = replace(out, formulas=formulas, trained=res.trained.replace_model(res.trained.model, reduction=meta),
                   pruned=res.pruned.replace_model(res.pruned.model, reduction=meta))
@@ -547,10 +579,12 @@ def _logged(result: UnitsDiscovery) -> UnitsDiscovery:
     return result
 
 
-def _constant(red: Reduction, x, y, fit_idx, test_idx, n_test, symbols, target, text) -> UnitsDiscovery:
+def _constant(rows: ReducedRows) -> UnitsDiscovery:
     """``y = C * prod x^p``: C by least squares in CSV units, refit and snapped
     (:func:`kansym.symbolic.refine.refine`, linear loss)."""
     t0 = time.perf_counter()
+    red, x, y, fit_idx, test_idx, symbols = rows.red, rows.x, rows.y, rows.fit_idx, rows.test_idx, rows.symbols
+    target = rows.target
     mono = red.monomial(symbols)
     _, yq = red.reduce(x[fit_idx], y[fit_idx])
     # least squares C = <y, m> / <m, m> in the data's own units: unbiased under additive
@@ -568,7 +602,7 @@ def _constant(red: Reduction, x, y, fit_idx, test_idx, n_test, symbols, target, 
         expr=expr, raw=raw, symbols=tuple(symbols), fidelity=fid, target=target,
         r2_test=next(e.r2 for e in front if e.chosen),
         r2_model_test=r2_score(y[test_idx], predictions(raw, symbols, x[test_idx])),
-        n_test=n_test,
+        n_test=rows.n_test,
         front=front,
         origin="units",
         reason=f"{target} is a constant times the monomial {red.monomial(symbols)} of the dimensional analysis",
@@ -577,4 +611,4 @@ def _constant(red: Reduction, x, y, fit_idx, test_idx, n_test, symbols, target, 
     const_red = Reduction(red.names, red.dims, red.p, (), ())
     return UnitsDiscovery(trained=None, pruned=None, prune_result=None, symbolic=None, formulas=(formula,),
                           graph=nx.DiGraph(), seconds={"constant": time.perf_counter() - t0}, runs=0,
-                          reduction=const_red, units=text)
+                          reduction=const_red, units=rows.text)

@@ -240,6 +240,7 @@ class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C (or SIGTERM turned into one) during a discovery or training run.
 
     A ``KeyboardInterrupt``, so code that does not know it still stops as on any Ctrl-C.
+    Raised in one place, :meth:`kansym.discover.run.Run.interrupted`.
 
     Attributes
     ----------
@@ -249,19 +250,15 @@ class RunInterrupted(KeyboardInterrupt):
         interrupted training, or the trained model when a stage after the training was
         interrupted; None when the run was stopped before the KAN's training and nothing
         can be resumed.
-    state : kansym.train.state.FitState or None
-        The training state at the end of the last completed step (None after the training).
     stage : str
-        The stage that was running: the training (``"shortcut"``, ``"main"`` or
-        ``"train"``) or the :attr:`kansym.discover.progress.Stages.current` one
-        (``"per-edge fits"``, ``"direct search"``, ...).
+        The stage that was running: the training (``"shortcut"`` or ``"main"``) or the
+        :attr:`kansym.discover.progress.Stages.current` one (``"per-edge fits"``,
+        ``"direct search"``, ...).
     """
 
-    def __init__(self, message: str, *, bundle: ModelBundle | None = None, state: Any = None,
-                 stage: str = "main") -> None:
+    def __init__(self, message: str, *, bundle: ModelBundle | None = None, stage: str = "main") -> None:
         super().__init__(message)
         self.bundle = bundle
-        self.state = state
         self.stage = stage
 
 

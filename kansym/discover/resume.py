@@ -68,7 +68,6 @@ import numpy as np
 import sympy
 
 from kansym.discover.config import DiscoverConfig
-from kansym.discover.result import RunInterrupted
 from kansym.errors import DataError, CheckpointError, ConfigError
 from kansym.io.bundle import ModelBundle
 from kansym.symbolic.compose import input_symbols
@@ -76,7 +75,7 @@ from kansym.symbolic.direct import DirectCandidate
 from kansym.symbolic.parse import parse_formula
 from kansym.train.state import FitState
 
-__all__ = ['read_carried', 'reusable', 'carried_direct', 'with_entries', 'with_carried', 'direct_entry',
+__all__ = ['read_carried', 'reusable', 'carried_direct', 'direct_entry',
     'DIRECT_FIELDS', 'ResumePoint', 'ResumeConflict', 'data_fingerprint', 'rows_fingerprint', 'resume_record',
     'trained_record', 'read_resume', 'load_resume', 'merge_resume_config', 'TRAINING_FIELDS', 'SYMBOLIC']
 
@@ -225,32 +224,6 @@ def carried_direct(point: Any, config: Any, input_names: Sequence[str]) -> tuple
     return candidates, reference
 
 
-def with_entries(stop: RunInterrupted, entries: dict) -> RunInterrupted:
-    """``stop`` with ``entries`` added to its resume record (itself when it has none: nothing is
-    resumable). An entry the record already holds is kept (the innermost stage wrote it)."""
-    bundle = stop.bundle
-    record = None if bundle is None else bundle.meta.get("resume")
-    if not isinstance(record, dict):
-        return stop
-    record = {**entries, **record}
-    return RunInterrupted(str(stop), bundle=bundle.replace_model(bundle.model, resume=record), state=stop.state,
-                          stage=stop.stage)
-
-
-def with_carried(stop: RunInterrupted, *, direct: Sequence[DirectCandidate] | None, reference: float, config: Any,
-                 input_names: Sequence[str], shortcut: ModelBundle | None = None) -> RunInterrupted:
-    """``stop`` with the finished search and a finished shortcut (for an interrupt of the main
-    run) added to its resume record."""
-    entries = {}
-    entry = direct_entry(direct, reference, config, input_names)
-    if entry is not None:
-        entries["direct"] = entry
-    record = getattr(stop.bundle, "meta", {}).get("resume")
-    if shortcut is not None and isinstance(record, dict) and record.get("run") == "main":
-        entries["shortcut"] = shortcut.to_dict()
-    return with_entries(stop, entries)
-
-
 # DiscoverConfig fields (dotted for nested TrainConfig fields) that shape the training of a run:
 # a resumed run must keep them
 TRAINING_FIELDS = ("hidden", "grid_size", "space", "seed", "train.lamb")
@@ -292,9 +265,10 @@ def resume_record(state: FitState, config: DiscoverConfig, x: np.ndarray, y: np.
             "stage": stage, "run": stage}
 
 
-def trained_record(config: DiscoverConfig, rows: Any, *, run: str, stage: str, cuts: Sequence[str] = (),
-                   steps: int = 0) -> dict:
-    """The ``meta["resume"]`` entry of a run interrupted after its training ``run`` had finished.
+def trained_record(config: DiscoverConfig, rows: Any, *, run: str, cuts: Sequence[str] = (), steps: int = 0) -> dict:
+    """The ``meta["resume"]`` entry of a run whose training ``run`` has finished, for an
+    interruption in a stage after it (which :meth:`kansym.discover.run.Run.interrupted`
+    writes into ``symbolic_stage``).
 
     Parameters
     ----------
@@ -304,14 +278,12 @@ def trained_record(config: DiscoverConfig, rows: Any, *, run: str, stage: str, c
         The run's rows (working units, as :func:`resume_record`'s).
     run : {"shortcut", "main"}
         The training whose model the record's bundle is.
-    stage : str
-        The stage that was running (``"per-edge fits"``, ...).
     cuts : sequence of str
         What the time limit had cut short by the end of that training.
     steps : int
         Steps the training took.
     """
-    return {"stage": SYMBOLIC, "run": run, "symbolic_stage": stage, "discover_config": config.to_dict(),
+    return {"stage": SYMBOLIC, "run": run, "symbolic_stage": "", "discover_config": config.to_dict(),
             "data_sha256": data_fingerprint(rows.x_train, rows.y_train), "rows_sha256": rows_fingerprint(rows),
             "cuts": list(cuts), "trained_steps": int(steps)}
 

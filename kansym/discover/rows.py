@@ -30,7 +30,7 @@ import numpy as np
 import sympy
 
 from kansym.discover.config import DiscoverConfig
-from kansym.discover.result import MIN_ROWS, split_holdout, Discovery, Formula, RunInterrupted
+from kansym.discover.result import MIN_ROWS, split_holdout, Discovery, Formula
 from kansym.errors import DataError
 from kansym.io.magnitude import ColumnScales
 from kansym.symbolic.compose import SymbolicKAN, predictions
@@ -38,7 +38,7 @@ from kansym.symbolic.verify import Fidelity, r2_score
 from kansym.train.memory import check_training_memory
 
 __all__ = ['Rows', 'check_run', 'finetune_grid', 'ColumnScales', 'working_scales', 'formula_to_table',
-    'discovery_to_table', 'symbolic_to_table', 'interrupted_to_table', 'check_representable', 'REPRESENTABLE_R2_SLACK']
+    'discovery_to_table', 'symbolic_to_table', 'check_representable', 'REPRESENTABLE_R2_SLACK']
 
 log = logging.getLogger("kansym")
 
@@ -179,13 +179,6 @@ def discovery_to_table(d: Discovery, scales: ColumnScales, x: np.ndarray, y: np.
         check_representable(f, x, y[:, k], scales)
     return replace(d, trained=scales.bundle_to_table(d.trained), pruned=scales.bundle_to_table(d.pruned),
                    symbolic=symbolic_to_table(d.symbolic, scales), formulas=formulas)
-
-
-def interrupted_to_table(stop: RunInterrupted, scales: ColumnScales) -> RunInterrupted:
-    """The same interruption, its resumable bundle in the table's units."""
-    if scales.identity or stop.bundle is None:
-        return stop
-    return RunInterrupted(str(stop), bundle=scales.bundle_to_table(stop.bundle), state=stop.state, stage=stop.stage)
 
 
 def check_representable(f: Formula, x: np.ndarray, y: np.ndarray, scales: ColumnScales) -> None:

@@ -5,6 +5,12 @@
     rows -> input screening -> (direct search) -> train (L1 + entropy) -> prune(theta) -> fine-tune
          -> symbolify (per-edge primitives) -> Occam step -> compose -> refine -> verify
 
+One :class:`Run` value holds the table and what each stage has finished (the screening's
+verdict, the search's candidates, a finished shortcut, the KAN in training or trained); a
+Ctrl-C is turned into the resumable checkpoint once, by :meth:`Run.interrupted`. A plain run
+trains up to seven KANs: the input screening's short one, the structure search's oracles (up
+to four), the additive shortcut and the main one.
+
 :func:`train` is the training stage alone with its resumable checkpoint (``kansym train``).
 
 Under a time limit (``DiscoverConfig.time_limit``, ``kansym fit --time-limit``) one
@@ -18,21 +24,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import replace
-from typing import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Sequence
 
 import numpy as np
 
 from kansym.deadline import Deadline, time_is_up
 from kansym.discover.progress import stage_deadline
 from kansym.discover.config import DiscoverConfig
-from kansym.discover.rows import discovery_to_table, interrupted_to_table, working_scales
-from kansym.discover.resume import carried_direct, with_carried, ResumePoint, resume_record, trained_record
+from kansym.discover.rows import ColumnScales, Rows, check_run, discovery_to_table, finetune_grid, working_scales
+from kansym.discover.resume import (SYMBOLIC, ResumePoint, carried_direct, direct_entry, resume_record,
+                                    trained_record)
 from kansym.discover.progress import Stages
 from kansym.discover.result import Discovery, Formula, RunInterrupted
-from kansym.discover.rows import Rows, check_run, finetune_grid
 from kansym.discover.structure_search import structure_stage, wants_structure
-from kansym.discover.screen import screened_discover
+from kansym.discover.screen import bring_back_reason, kept_or_all, screening_entry, screening_plan
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage, symbolify_stage, wants_direct_search
 from kansym.discover.structure import additivity, interaction_error, table_space
 from kansym.graph.build import to_networkx
@@ -42,10 +48,91 @@ from kansym.symbolic.compose import input_symbols
 from kansym.symbolic.direct import DirectCandidate, direct_search
 from kansym.symbolic.monomial import monomial_candidates
 from kansym.symbolic.pareto import expression_complexity
+from kansym.train.state import FitInterrupted
 
-__all__ = ["discover", "train", "check_run", "Rows"]
+__all__ = ["discover", "train", "Run", "check_run", "Rows"]
 
 log = logging.getLogger("kansym")
+
+
+@dataclass
+class Run:
+    """One :func:`discover` (or :func:`train`) call as it goes: what it was given, and what its
+    stages have finished (issue 35).
+
+    The stages read the run's inputs from it and report what they finish to it; nothing
+    else carries the run's progress. On Ctrl-C :meth:`interrupted` turns it, once, into the
+    resumable checkpoint (:mod:`kansym.discover.resume`).
+
+    Attributes
+    ----------
+    x, y : ndarray (N, d_in), (N, d_out)
+        The table (CSV units).
+    input_names, output_names : tuple of str
+    config : DiscoverConfig
+    stages : kansym.discover.progress.Stages
+        The stage running (:attr:`Stages.current`) and the progress lines.
+    deadline : kansym.deadline.Deadline or None
+    progress : bool or None
+        Progress bars (None: only on a terminal).
+    resume : ResumePoint or None
+        The interrupted run this one continues.
+    screening : dict or None
+        The record entry of the input screening's verdict, once made
+        (:func:`kansym.discover.screen.screening_entry`).
+    scales : ColumnScales or None
+        The working units of the columns being searched.
+    search : tuple or None
+        The finished direct or structure search: its candidates (None: none ran), the
+        reference model's held-out R², the config and the column names that shaped them
+        (:func:`kansym.discover.resume.direct_entry`'s arguments; encoded only on Ctrl-C).
+    shortcut : ModelBundle or None
+        The finished additive shortcut's trained KAN (working units).
+    model : ModelBundle or None
+        The KAN of the training in progress (its last completed step) or of the finished
+        training the later stages work on (working units), with ``record``, its resume record.
+    record : dict or None
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    config: DiscoverConfig
+    stages: Stages
+    deadline: Deadline | None = None
+    progress: bool | None = None
+    resume: ResumePoint | None = None
+    screening: dict | None = None
+    scales: ColumnScales | None = None
+    search: tuple | None = None
+    shortcut: ModelBundle | None = None
+    model: ModelBundle | None = None
+    record: dict | None = None
+
+    def on_columns(self, scales: ColumnScales) -> None:
+        """A search of other columns begins: what the last one finished is not this one's."""
+        self.scales, self.search, self.shortcut, self.model, self.record = scales, None, None, None, None
+
+    def interrupted(self) -> RunInterrupted:
+        """The interruption of this run, with its resumable checkpoint (table units) when a KAN's
+        training has begun; the one place a run's record is assembled."""
+        stage = self.stages.current
+        if self.model is None:  # before the KAN's training (screening, direct or structure search): nothing to resume
+            return RunInterrupted(f"interrupted during the {stage}", stage=stage)
+        direct = None if self.search is None else direct_entry(*self.search)
+        entries = {k: v for k, v in (("screening", self.screening), ("direct", direct)) if v is not None}
+        if self.shortcut is not None and self.record.get("run") == "main":
+            entries["shortcut"] = self.shortcut.to_dict()
+        record = {**entries, **self.record}
+        if record["stage"] == SYMBOLIC:
+            record["symbolic_stage"] = stage
+        else:
+            stage = record["stage"]
+        bundle = self.model.replace_model(self.model.model, resume=record)
+        if self.scales is not None:
+            bundle = self.scales.bundle_to_table(bundle)
+        return RunInterrupted(f"interrupted during the {stage}", bundle=bundle, stage=stage)
 
 
 def train(
@@ -79,23 +166,27 @@ def train(
     """
     config = config or DiscoverConfig()
     x, y = _as_2d(x, y)
+    run = Run(x, y, tuple(input_names), tuple(output_names), config, Stages(show=progress), progress=progress,
+              resume=resume)
     scales = working_scales(x, y, input_names, output_names, config.space)  # extreme magnitudes: powers of two
+    run.on_columns(scales)
     if resume is not None:
         resume = replace(resume, bundle=scales.bundle_to_working(resume.bundle))
     try:
-        bundle = _train(scales.x_to_working(x), scales.y_to_working(y), input_names, output_names, config, config,
-                        progress, resume, "main", stages=Stages(show=progress))
-    except RunInterrupted as stop:
-        raise interrupted_to_table(stop, scales) from None
+        bundle = _train(run, scales.x_to_working(x), scales.y_to_working(y), input_names, config, config, resume,
+                        "main")
+    except KeyboardInterrupt:
+        raise run.interrupted() from None
     return scales.bundle_to_table(bundle)
 
 
-def _train(x, y, input_names, output_names, config: DiscoverConfig, outer: DiscoverConfig, progress,
-           resume: ResumePoint | None, stage: str, label: str = "", deadline: Deadline | None = None,
-           stages: Stages | None = None) -> ModelBundle:
-    """:func:`~kansym.discover.stages.train_stage` with ``config``'s options; on Ctrl-C the
-    resumable checkpoint records ``stage`` and the whole run's config ``outer``. A
-    :attr:`~kansym.discover.resume.ResumePoint.trained` ``resume`` is its model, no step taken."""
+def _train(run: Run, x, y, input_names, config: DiscoverConfig, outer: DiscoverConfig, resume: ResumePoint | None,
+           stage: str, label: str = "", deadline: Deadline | None = None) -> ModelBundle:
+    """:func:`~kansym.discover.stages.train_stage` with ``config``'s options, reported to ``run``:
+    on Ctrl-C its model at the last completed step, with a record naming ``stage`` and the
+    whole run's config ``outer``. A :attr:`~kansym.discover.resume.ResumePoint.trained`
+    ``resume`` is its model, no step taken."""
+    run.model = run.record = None
     if resume is not None and resume.trained:
         resume.check_data(x, y)
         done = len(resume.bundle.meta.get("history", {}).get("step", ()))
@@ -103,19 +194,16 @@ def _train(x, y, input_names, output_names, config: DiscoverConfig, outer: Disco
                  done, list(resume.bundle.model.width), resume.source)
         return resume.trained_bundle()
     tcfg = config.train.replace(seed=config.seed, device=config.device)
-    on_step = (stages or Stages(show=False)).training(label.split(":")[0])
+    on_step = run.stages.training(label.split(":")[0])
     try:
         return train_stage(
-            x, y, input_names, output_names, hidden=config.hidden, grid_size=config.grid_size,
+            x, y, input_names, run.output_names, hidden=config.hidden, grid_size=config.grid_size,
             spline_order=config.spline_order, space=config.space, train=tcfg, seed=config.seed, dtype=config.dtype,
-            resume=resume, progress=progress, label=label, deadline=deadline, on_step=on_step,
+            resume=resume, progress=run.progress, label=label, deadline=deadline, on_step=on_step,
         )
-    except RunInterrupted as stop:
-        if stop.bundle is None:
-            raise
-        record = resume_record(stop.state, outer, x, y, stage=stage)
-        bundle = stop.bundle.replace_model(stop.bundle.model, resume=record)
-        raise RunInterrupted(str(stop), bundle=bundle, state=stop.state, stage=stage) from None
+    except FitInterrupted as stop:
+        run.model, run.record = stop.bundle, resume_record(stop.state, outer, x, y, stage=stage)
+        raise
 
 
 def discover(
@@ -170,8 +258,9 @@ def discover(
     ------
     RunInterrupted
         On Ctrl-C (or SIGTERM made one). During or after the KAN's training its ``bundle``
-        is resumable (``meta["resume"]``, :mod:`kansym.discover.resume`); before it
-        (screening, direct or structure search) ``bundle`` is None; ``stage`` names the stage.
+        is resumable (``meta["resume"]``, :mod:`kansym.discover.resume`; assembled once, by
+        :meth:`Run.interrupted`); before it (screening, direct or structure search)
+        ``bundle`` is None; ``stage`` names the stage.
     DataError
         Bad data, or a law that float64 cannot evaluate in the table's units
         (:func:`kansym.discover.rows.check_representable`).
@@ -179,40 +268,44 @@ def discover(
     """
     config = config or DiscoverConfig()
     deadline = Deadline(config.time_limit) if deadline is None else deadline
-    stages = Stages(deadline, progress)
     x, y = _as_2d(x, y)
-    run = _column_run(x, y, input_names, output_names, config, progress, deadline, stages)
+    run = Run(x, y, tuple(input_names), tuple(output_names), config, Stages(deadline, progress), deadline, progress,
+              resume)
     try:
         with _blas_threads(config.train.num_threads):
-            found = screened_discover(run, x, y, input_names, config, resume, stages)  # input screening (issue 19)
-    except KeyboardInterrupt as stop:
-        if isinstance(stop, RunInterrupted) and isinstance(getattr(stop.bundle, "meta", {}).get("resume"), dict):
-            raise
-        # before the KAN's training (or in the screening's or the oracle's): nothing to resume
-        raise RunInterrupted(f"interrupted during the {stages.current}", stage=stages.current) from None
+            found = _screened(run)  # input screening (issue 19), then the search on the columns kept
+    except KeyboardInterrupt:
+        raise run.interrupted() from None
     found = replace(found, time_limit=deadline.seconds, cut_short=deadline.cuts)
     return _finish(found)
 
 
-def _column_run(x: np.ndarray, y: np.ndarray, input_names: Sequence[str], output_names: Sequence[str],
-                config: DiscoverConfig, progress: bool | None, deadline: Deadline,
-                stages: Stages) -> Callable[[Sequence[int], ResumePoint | None], Discovery]:
-    """The run on some of ``x``'s columns, as the input screening calls it: in working units, its result (and an
-    interruption's checkpoint) in the table's."""
+def _screened(run: Run) -> Discovery:
+    """Screen the inputs, search the columns kept, and search every column again when the
+    result is clearly worse than the screening's model of all of them
+    (:mod:`kansym.discover.screen`). A resumed run continues on its checkpoint's columns."""
+    plan, cols = screening_plan(run.x, run.y, run.input_names, run.config, run.resume, run.stages)
+    run.screening = screening_entry(plan, run.config)
+    found = replace(_on_columns(run, cols, run.resume), screening=plan)
+    if run.resume is not None or plan is None or not plan.removed:
+        return found
+    worse = bring_back_reason(found, plan, run.x, run.y, run.config)
+    if worse is None:
+        return found
+    log.info("bringing back the dropped columns: %s; running again on every column", worse)
+    return kept_or_all(found, _on_columns(run, tuple(range(run.x.shape[1])), None), plan)
 
-    def run(cols: Sequence[int], point: ResumePoint | None) -> Discovery:
-        names = [input_names[i] for i in cols]
-        xc = x if len(cols) == x.shape[1] else x[:, list(cols)]  # all columns: the caller's very array
-        scales = working_scales(xc, y, names, output_names, config.space)
-        if point is not None:
-            point = replace(point, bundle=scales.bundle_to_working(point.bundle))
-        try:
-            found, rows = _discover(scales.x_to_working(xc), scales.y_to_working(y), names, output_names, config,
-                                    progress, point, deadline, stages)
-        except RunInterrupted as stop:
-            raise interrupted_to_table(stop, scales) from None
-        return discovery_to_table(found, scales, scales.x_to_table(rows.x), scales.y_to_table(rows.y))
-    return run
+
+def _on_columns(run: Run, cols: Sequence[int], point: ResumePoint | None) -> Discovery:
+    """The search of ``run.x``'s columns ``cols``: in working units, its result in the table's."""
+    names = [run.input_names[i] for i in cols]
+    xc = run.x if len(cols) == run.x.shape[1] else run.x[:, list(cols)]  # all columns: the caller's very array
+    scales = working_scales(xc, run.y, names, run.output_names, run.config.space)
+    run.on_columns(scales)
+    if point is not None:
+        point = replace(point, bundle=scales.bundle_to_working(point.bundle))
+    found, rows = _discover(run, scales.x_to_working(xc), scales.y_to_working(run.y), names, point)
+    return discovery_to_table(found, scales, scales.x_to_table(rows.x), scales.y_to_table(rows.y))
 
 
 def _as_2d(x, y) -> tuple[np.ndarray, np.ndarray]:
@@ -238,50 +331,46 @@ def _blas_threads(n: int | None):
     return threadpool_limits(limits=n, user_api="blas")
 
 
-def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress, resume: ResumePoint | None,
-              deadline: Deadline, stages: Stages) -> tuple[Discovery, Rows]:
-    """The run on (working-unit) rows: its result (before :func:`_finish`) and the split rows.
+def _discover(run: Run, x, y, input_names, resume: ResumePoint | None) -> tuple[Discovery, Rows]:
+    """The search of (working-unit) rows: its result (before :func:`_finish`) and the split rows.
 
     A resumed run continues where it was interrupted: the search before the training and
     a finished shortcut are taken from the record when it holds them
     (:mod:`kansym.discover.resume`), a finished training's model as it is; what runs
     again is deterministic, so the result equals the uninterrupted one.
     """
-    rows = Rows.split(x, y, config)
-    log.info("%s", rows.sizes(config))
-    config = config.replace(space=table_space(config.space, x, y))  # every row, not the training subsample
+    rows = Rows.split(x, y, run.config)
+    log.info("%s", rows.sizes(run.config))
+    config = run.config.replace(space=table_space(run.config.space, x, y))  # every row, not the training subsample
     if resume is not None:
         resume.check_rows(rows)
         for cut in resume.cuts:  # what the interrupted run's limit had cut before its training ended
-            deadline.cut(cut)
+            run.deadline.cut(cut)
     t0 = time.perf_counter()
     carried = carried_direct(resume, config, input_names)
-    direct, reference = carried or _search_whole(rows, input_names, output_names, config, progress, deadline, stages)
+    direct, reference = carried or _search_whole(run, rows, input_names, config)
+    run.search = (direct, reference, config, input_names)
     direct_seconds = time.perf_counter() - t0
     runs: list[Discovery] = []
-    try:
-        additive, floor = additivity(rows.x_train, rows.y_train, config) if config.shortcut and config.hidden \
-            else (False, 1.0)
-        if additive:
-            short = _run_once(rows, direct, input_names, output_names, config.replace(hidden=()), config, progress,
-                              resume and resume.for_run("shortcut"), "shortcut", deadline, stages)
-            f = short.formulas[0]
-            if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= floor):
-                short = replace(short, seconds={**short.seconds, "direct": direct_seconds})
-                return _referenced(short, reference, rows), rows
-            if time_is_up(stage_deadline(deadline, "training")):  # it could not train
-                deadline.cut("the hidden-layer KAN after the additive shortcut: skipped")
-                short = replace(short, seconds={**short.seconds, "direct": direct_seconds})
-                return _referenced(short, reference, rows), rows
-            why = (f"has held-out R² {f.r2_test:.6g} < {floor:.6g}" if f.r2_test < floor
-                   else "is not a verified answer (partial, or flagged)")
-            log.info("the additive KAN's formula %s; training the hidden layer too", why)
-            runs.append(short)
-        runs.append(_run_once(rows, direct, input_names, output_names, config, config, progress,
-                              resume and resume.for_run("main"), "main", deadline, stages))
-    except RunInterrupted as stop:  # keep the search and a finished shortcut in the resumable record
-        raise with_carried(stop, direct=direct, reference=reference, config=config, input_names=input_names,
-                           shortcut=runs[0].trained if runs else None) from None
+    additive, floor = additivity(rows.x_train, rows.y_train, config) if config.shortcut and config.hidden \
+        else (False, 1.0)
+    if additive:
+        short = _run_once(run, rows, direct, input_names, config.replace(hidden=()), config,
+                          resume and resume.for_run("shortcut"), "shortcut")
+        f = short.formulas[0]
+        if len(short.formulas) > 1 or (f.warning is None and f.r2_test >= floor):
+            short = replace(short, seconds={**short.seconds, "direct": direct_seconds})
+            return _referenced(short, reference, rows), rows
+        if time_is_up(stage_deadline(run.deadline, "training")):  # it could not train
+            run.deadline.cut("the hidden-layer KAN after the additive shortcut: skipped")
+            short = replace(short, seconds={**short.seconds, "direct": direct_seconds})
+            return _referenced(short, reference, rows), rows
+        why = (f"has held-out R² {f.r2_test:.6g} < {floor:.6g}" if f.r2_test < floor
+               else "is not a verified answer (partial, or flagged)")
+        log.info("the additive KAN's formula %s; training the hidden layer too", why)
+        runs.append(short)
+        run.shortcut = short.trained
+    runs.append(_run_once(run, rows, direct, input_names, config, config, resume and resume.for_run("main"), "main"))
     best = max(runs, key=lambda d: (round(_score(d.formulas[0]), 6), -expression_complexity(d.formulas[0].expr)))
     if len(runs) > 1:
         other = runs[0] if best is runs[1] else runs[1]
@@ -293,13 +382,14 @@ def _discover(x, y, input_names, output_names, config: DiscoverConfig, progress,
     return _referenced(replace(best, seconds=seconds, runs=len(runs)), reference, rows), rows
 
 
-def _search_whole(rows: Rows, input_names, output_names, config: DiscoverConfig, progress, deadline: Deadline,
-                  stages: Stages) -> tuple[list[DirectCandidate] | None, float]:
+def _search_whole(run: Run, rows: Rows, input_names, config: DiscoverConfig) -> tuple[list[DirectCandidate] | None,
+                                                                                     float]:
     """The search before the KAN: the direct search (1-2 inputs) or the structure search (3 or
     more, on an oracle KAN), each with the products of powers and sums of two read off the noisy
     rows (:func:`kansym.symbolic.monomial.monomial_candidates`); its candidates (None: neither ran) and
     the oracle's R²."""
     d_in, d_out = rows.x.shape[1], rows.y.shape[1]
+    stages, deadline = run.stages, run.deadline
 
     def noise_floor() -> float | None:  # the constants' noise floor: a smooth fit's held-out error
         return None if rows.x_test is None else interaction_error(rows.x_train, rows.y_train[:, 0], rows.x_test,
@@ -318,7 +408,7 @@ def _search_whole(rows: Rows, input_names, output_names, config: DiscoverConfig,
         share = stage_deadline(deadline, "direct search")
         monomial = monomial_candidates(rows.x, rows.y[:, 0], input_symbols(input_names), noise=noise_floor(),
                                        deadline=share)
-        found, reference = structure_stage(rows, input_names, output_names, config, progress, deadline=share)
+        found, reference = structure_stage(rows, input_names, run.output_names, config, run.progress, deadline=share)
         return monomial + found, reference
     return None, float("nan")
 
@@ -346,32 +436,26 @@ def _score(f: Formula) -> float:
     return f.r2_test if np.isfinite(f.r2_test) else -np.inf
 
 
-def _run_once(rows: Rows, direct: Sequence[DirectCandidate] | None, input_names, output_names,
-              config: DiscoverConfig, outer: DiscoverConfig, progress, resume: ResumePoint | None,
-              stage: str, deadline: Deadline | None = None, stages: Stages | None = None) -> Discovery:
+def _run_once(run: Run, rows: Rows, direct: Sequence[DirectCandidate] | None, input_names, config: DiscoverConfig,
+              outer: DiscoverConfig, resume: ResumePoint | None, stage: str) -> Discovery:
     """One train -> prune -> fine-tune -> symbolify run on prepared rows.
 
-    Each stage gets its share of ``deadline`` (:func:`kansym.discover.progress.stage_deadline`);
+    Each stage gets its share of ``run.deadline`` (:func:`kansym.discover.progress.stage_deadline`);
     once they are all up the run still does the least that gives a formula to verify: one
-    training step, the pruning, per-edge linear fits and the verification. A Ctrl-C after
-    the training raises :class:`RunInterrupted` with the trained model, resumable at the
-    stages after it (:func:`kansym.discover.resume.trained_record`).
+    training step, the pruning, per-edge linear fits and the verification. The trained model
+    is reported to ``run``, resumable at the stages after the training
+    (:func:`kansym.discover.resume.trained_record`).
     """
-    stages = stages or Stages(deadline, show=False)
     seconds = {}
     t0 = time.perf_counter()
     label = "additive shortcut: no hidden layer" if stage == "shortcut" else ""
-    trained = _train(rows.x_train, rows.y_train, input_names, output_names, config, outer, progress, resume, stage,
-                     label, stage_deadline(deadline, "training"), stages)
+    trained = _train(run, rows.x_train, rows.y_train, input_names, config, outer, resume, stage, label,
+                     stage_deadline(run.deadline, "training"))
     seconds["train"] = time.perf_counter() - t0
-    cuts = () if deadline is None else deadline.cuts
-    try:
-        return _after_training(trained, rows, direct, config, progress, deadline, stages, seconds)
-    except KeyboardInterrupt:
-        record = trained_record(outer, rows, run=stage, stage=stages.current, cuts=cuts,
+    run.model = trained
+    run.record = trained_record(outer, rows, run=stage, cuts=run.deadline.cuts,
                                 steps=len(trained.meta.get("history", {}).get("step", ())))
-        raise RunInterrupted(f"interrupted during the {stages.current}",
-                             bundle=trained.replace_model(trained.model, resume=record), stage=stages.current) from None
+    return _after_training(trained, rows, direct, config, run.progress, run.deadline, run.stages, seconds)
 
 
 def _after_training(trained: ModelBundle, rows: Rows, direct, config: DiscoverConfig, progress, deadline, stages,

@@ -4,7 +4,7 @@ A KAN of ``d`` inputs has ``d * hidden`` first-layer edges, and every later stag
 per-edge fits, the Occam step, refinement) pays for each of them; noise columns also make
 the sparsifying training miss the law (10 inputs, 2 used: a ``[10, 5, 1]`` KAN reached a
 held-out R² of 0.89 on ``x3*x7 + x1``). :func:`screen_inputs` decides cheaply, before
-the KAN, which columns matter, and :func:`screened_discover` runs
+the KAN, which columns matter, and :func:`kansym.discover.run.discover` runs
 the discovery on those only and brings the others back when the result is clearly worse
 than a model of all columns.
 
@@ -43,9 +43,9 @@ count of columns to keep.
 
 The discovery on the screened columns, and the bring-back (issue 19).
 
-:func:`screened_discover` screens the inputs (:func:`screen_inputs`),
+:func:`kansym.discover.run.discover` screens the inputs (:func:`screening_plan`),
 runs the discovery on the columns kept and runs it again on every column when its result
-is clearly worse than the screening's model of all columns. An interrupted run's record
+is clearly worse (:func:`bring_back_reason`) than the screening's model of all columns. An interrupted run's record
 keeps the screening's verdict (:mod:`kansym.discover.resume`): its resumed run continues
 on the columns the checkpoint was trained on without screening again.
 """
@@ -60,15 +60,15 @@ import numpy as np
 from scipy.stats import f as f_dist, rankdata, norm
 
 from kansym.discover.config import DiscoverConfig
-from kansym.discover.result import split_holdout, RunInterrupted
-from kansym.discover.resume import reusable, with_entries
+from kansym.discover.result import split_holdout
+from kansym.discover.resume import reusable
 from kansym.discover.structure import choose_space, legendre_features, table_space
 from kansym.errors import ConfigError
 from kansym.symbolic.verify import r2_score
 
 __all__ = ['marginal_screen', 'MARGINAL_ROUNDS', 'Screening', 'screen_inputs', 'smooth_capacity', 'with_kept',
     'check_keep_inputs', 'screening_to_record', 'screening_from_record', 'MIN_INPUTS', 'MIN_ROWS', 'ALPHA',
-    'screened_discover']
+    'screening_plan', 'screening_entry', 'bring_back_reason', 'kept_or_all']
 
 log = logging.getLogger("kansym")
 
@@ -469,15 +469,12 @@ SCREEN_FIELDS = ("screen", "keep_inputs", "holdout")  # options (besides the tra
 _NONE = object()  # no verdict carried: screen
 
 
-def screened_discover(discovery: Callable[[Sequence[int], Any], Any], x: np.ndarray, y: np.ndarray,
-                      input_names: Sequence[str], config: DiscoverConfig, resume: Any = None,
-                      stages: Any = None) -> Any:
-    """Screen the inputs, run the discovery on the kept ones, bring the others back if needed.
+def screening_plan(x: np.ndarray, y: np.ndarray, input_names: Sequence[str], config: DiscoverConfig,
+                   resume: Any = None, stages: Any = None) -> tuple[Screening | None, tuple[int, ...]]:
+    """The screening's verdict and the columns the discovery searches first.
 
     Parameters
     ----------
-    discovery : callable ``(columns, resume) -> Discovery``
-        The discovery on ``x[:, columns]`` (CSV units), resuming ``resume`` unless None.
     x, y, input_names, config
         The table (CSV units), its column names and the run's DiscoverConfig.
     resume : ResumePoint, optional
@@ -489,44 +486,44 @@ def screened_discover(discovery: Callable[[Sequence[int], Any], Any], x: np.ndar
 
     Returns
     -------
-    Discovery
-        With ``screening`` set (None when screening was off). After a bring-back, the run
-        on all columns is kept when its formula's held-out R² is at least that of the run
-        on the kept columns.
+    (Screening or None, tuple of int)
+        The verdict (None: screening off) and the columns: the kept ones, every one when
+        nothing was dropped, or the resumed checkpoint's.
     """
     names = tuple(input_names)
-    settings = {k: config.to_dict()[k] for k in SCREEN_FIELDS}
-    plan = _carried_plan(resume, settings)
+    everything = tuple(range(len(names)))
+    plan = _carried_plan(resume, _settings(config))
     if plan is _NONE:
         plan = screen_inputs(x, y, names, config, stages)
-    everything = tuple(range(len(names)))
-    entry = {"screening": {"plan": None if plan is None else screening_to_record(plan), "config": settings}}
-
-    def run(cols: Sequence[int], point: Any) -> Any:  # an interrupt's record keeps the verdict
-        try:
-            return discovery(cols, point)
-        except RunInterrupted as stop:
-            raise with_entries(stop, entry) from None
-
     if resume is not None:
         cols = tuple(names.index(n) for n in resume.bundle.input_names)
         if plan is not None and cols != plan.kept:
             plan = replace(with_kept(plan, cols, x, y, config), brought_back=cols == everything)
-        return replace(run(cols, resume), screening=plan)
+        return plan, cols
     if plan is None:
-        return replace(run(everything, None), screening=None)
+        return None, everything
     if not plan.removed:
         log.info("input screening kept every column (%s)", _kept_note(plan))
-        return replace(run(everything, None), screening=plan)
+        return plan, everything
     log.info("input screening dropped %s: %s; kept %s (to keep a column whatever the test says: "
              "--keep-inputs, or keep_inputs in the API)",
              _names(names, plan.removed), _dropped_note(plan), _kept_note(plan))
-    found = run(plan.kept, None)
-    worse = _clearly_worse(found, plan, x, y, config)
-    if worse is None:
-        return replace(found, screening=plan)
-    log.info("bringing back the dropped columns: %s; running again on every column", worse)
-    full = run(everything, None)
+    return plan, plan.kept
+
+
+def screening_entry(plan: Screening | None, config: DiscoverConfig) -> dict:
+    """The resume record's ``screening`` entry: the verdict and the options that shaped it."""
+    return {"plan": None if plan is None else screening_to_record(plan), "config": _settings(config)}
+
+
+def _settings(config: DiscoverConfig) -> dict:
+    values = config.to_dict()
+    return {k: values[k] for k in SCREEN_FIELDS}
+
+
+def kept_or_all(found: Any, full: Any, plan: Screening) -> Any:
+    """After a bring-back: the run on every column ``full`` when its formula's held-out R² is at
+    least that of the run on the kept columns ``found``, else ``found``; ``screening`` set."""
     f_kept, f_all = found.formulas[0], full.formulas[0]
     if not (np.nan_to_num(f_all.r2_test, nan=-np.inf) >= np.nan_to_num(f_kept.r2_test, nan=-np.inf)):
         log.info("kept the run on the screened columns (held-out R² %.6g) over the one on every column (%.6g)",
@@ -564,7 +561,8 @@ def _kept_note(plan: Screening) -> str:
             f"fitted on {plan.rows_fit}/{plan.rows_kan} rows, held-out R² {plan.r2:.4g})")
 
 
-def _clearly_worse(found: Any, plan: Screening, x: np.ndarray, y: np.ndarray, config: DiscoverConfig) -> str | None:
+def bring_back_reason(found: Any, plan: Screening, x: np.ndarray, y: np.ndarray,
+                      config: DiscoverConfig) -> str | None:
     """Why the dropped columns should come back, or None.
 
     They come back when, on the run's held-out rows, the better of the run's formula and

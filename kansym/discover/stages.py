@@ -34,7 +34,7 @@ from kansym.deadline import Deadline, time_is_up
 from kansym.discover.choice import choose_formula, settle_partial
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.progress import stage_deadline, Stages
-from kansym.discover.result import MIN_ROWS, RunInterrupted, Formula
+from kansym.discover.result import MIN_ROWS, Formula
 from kansym.discover.resume import ResumePoint
 from kansym.discover.rows import check_representable, formula_to_table, symbolic_to_table, working_scales
 from kansym.discover.structure import choose_space, interaction_error
@@ -119,10 +119,9 @@ def train_stage(
         Fewer than :data:`~kansym.discover.result.MIN_ROWS` rows, or a constant column.
     ConfigError
         The training would not fit in memory (:func:`kansym.train.memory.check_training_memory`).
-    RunInterrupted
-        On Ctrl-C: ``bundle`` is the model at the last completed step (no resume record
-        yet: :func:`kansym.discover.run.train` and :func:`~kansym.discover.run.discover`
-        add it), ``state`` the training state.
+    FitInterrupted
+        On Ctrl-C, with ``bundle`` besides its ``state``: the model at the last completed step,
+        bundled as a finished one is (the resume record is :class:`kansym.discover.run.Run`'s).
     FitError
         The loss diverged.
     """
@@ -140,8 +139,8 @@ def train_stage(
         result = fit(start.model, u, v, train, progress=progress, resume=start.state, deadline=deadline,
                      on_step=on_step)
     except FitInterrupted as stop:
-        partial = start.bundle(stop.result, train, input_names, output_names, x, y, seed)
-        raise RunInterrupted(str(stop), bundle=partial, state=stop.state) from None
+        stop.bundle = start.bundle(stop.result, train, input_names, output_names, x, y, seed)
+        raise
     if result.cut_short:
         run = f" ({label.split(':')[0]})" if label else ""
         deadline.cut(f"training{run}: {len(result.history.step)} of {train.steps} steps")

@@ -30,6 +30,7 @@ import sympy
 
 from kansym.errors import DataError
 from kansym.symbolic.parse import parse_formula
+from kansym.symbolic.verify import r2_score
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +214,20 @@ class Reduction:
             out.append(q)
         out.sort(key=lambda q: (q != self.p, sum(abs(a - b) for a, b in zip(q, self.p))))
         return out
+
+    def closest_monomial(self, x: np.ndarray, y: np.ndarray) -> tuple[tuple[Fraction, ...] | None, float]:
+        """Of :meth:`monomials`, the one whose constant multiple is closest to ``y`` on ``x``'s rows
+        (the median constant; R² in ``y``'s units), and that R² (None, -inf: none is finite there).
+        A law that is a constant times a monomial needs no KAN."""
+        best_q, best_r2 = None, -np.inf
+        for q in self.monomials():
+            _, yq = self.with_p(q).reduce(x, y)
+            if not np.all(np.isfinite(yq)):
+                continue
+            r2 = r2_score(y, np.median(yq) * (y / yq))
+            if r2 > best_r2 + 1e-12:
+                best_q, best_r2 = q, r2
+        return best_q, best_r2
 
     def with_p(self, p: Sequence[Fraction]) -> "Reduction":
         """The same groups with another monomial."""

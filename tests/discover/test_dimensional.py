@@ -232,7 +232,7 @@ def test_the_weighted_residual_test_on_the_groups_catches_a_series():
     """The residual test on the groups with each row weighted by its monomial (inverse-variance
     weights of y / monomial): a series for 1/(exp(x) - 1) leaves a function of the group; the law
     leaves noise."""
-    from kansym.discover.dimensional import weighted_group_residuals
+    from kansym.discover.dimensional import ReducedRows, weighted_group_residuals
     from kansym.discover.units import analyze, parse_unit
 
     rng = np.random.default_rng(0)
@@ -245,9 +245,9 @@ def test_the_weighted_residual_test_on_the_groups_catches_a_series():
     syms = sympy.symbols(names, positive=True)
     L, t, tau = syms
     fit_idx, test_idx = np.arange(3000), np.arange(3000, n)
-    law = weighted_group_residuals(L / (sympy.exp(t / tau) - 1), syms, red, x, y, fit_idx, test_idx)
-    series = weighted_group_residuals(L * (tau / t - sympy.Rational(1, 2)), syms, red, x, y,
-                                         fit_idx, test_idx)
+    rows = ReducedRows(x, y, red, fit_idx, test_idx, len(test_idx), list(syms), "y", {})
+    law = weighted_group_residuals(L / (sympy.exp(t / tau) - 1), rows)
+    series = weighted_group_residuals(L * (tau / t - sympy.Rational(1, 2)), rows)
     assert not law.rejects and series.rejects and series.r2 > 0.25, (law, series)
 
 

@@ -13,7 +13,6 @@ from kansym.discover.result import split_holdout
 from kansym.discover.screen import (
     MIN_INPUTS, _smooth_residual, screen_inputs, screening_from_record, screening_to_record, with_kept,
 )
-from kansym.discover.screen import screened_discover
 from kansym.errors import ConfigError
 
 
@@ -148,50 +147,58 @@ class _Found:
     screening: object = None
 
 
-def test_a_wrongly_dropped_column_is_brought_back():
+def _screened(monkeypatch, search, x, y, names, config):
+    """:func:`kansym.discover.run.discover`'s screening step with ``search(cols)`` standing in for
+    the search of the columns ``cols``."""
+    import kansym.discover.run as run_module
+    from kansym.discover.progress import Stages
+
+    monkeypatch.setattr(run_module, "_on_columns", lambda run, cols, point: search(tuple(cols)))
+    run = run_module.Run(x, y, tuple(names), ("y",), config, Stages(show=False))
+    return run_module._screened(run)
+
+
+def test_a_wrongly_dropped_column_is_brought_back(monkeypatch):
     x, y, names = _table(2000, 5, lambda x: x[:, 0] + 0.5 * x[:, 1])
     config = DiscoverConfig()
     plan = screen_inputs(x, y, names, config)
     assert plan.kept == (0, 1)
     calls = []
 
-    def run(cols, point):
-        calls.append(tuple(cols))
+    def search(cols):
+        calls.append(cols)
         test = split_holdout(x.shape[0], config.holdout, config.seed)[1]
-        pred = _law(x[test][:, list(cols)], tuple(cols))
+        pred = _law(x[test][:, list(cols)], cols)
         r2 = 1 - np.mean((y[test, 0] - pred) ** 2) / np.var(y[test, 0])
-        return _Found(tuple(cols), (_Formula(tuple(cols), r2),), _Model(tuple(cols)))
+        return _Found(cols, (_Formula(cols, r2),), _Model(cols))
 
-    import kansym.discover.screen as screen  # where screened_discover looks it up
+    import kansym.discover.screen as screen  # where screening_plan looks it up
 
     wrong = with_kept(plan, (0, 2), x, y, config)  # x1 (a fifth of the variance) dropped
-    orig = screen.screen_inputs
-    try:
-        screen.screen_inputs = lambda *a, **k: wrong
-        found = screened_discover(run, x, y, names, config)
-    finally:
-        screen.screen_inputs = orig
+    with monkeypatch.context() as patch:
+        patch.setattr(screen, "screen_inputs", lambda *a, **k: wrong)
+        found = _screened(patch, search, x, y, names, config)
     assert calls == [(0, 2), (0, 1, 2, 3, 4)]
     assert found.cols == (0, 1, 2, 3, 4) and found.screening.brought_back
     assert found.screening.removed_record() == []
     # the right verdict runs once, on the kept columns
     calls.clear()
-    found = screened_discover(run, x, y, names, config)
+    found = _screened(monkeypatch, search, x, y, names, config)
     assert calls == [(0, 1)] and not found.screening.brought_back
     assert [r["name"] for r in found.screening.removed_record()] == ["x2", "x3", "x4"]
 
 
-def test_a_kan_shortfall_alone_brings_nothing_back():
+def test_a_kan_shortfall_alone_brings_nothing_back(monkeypatch):
     # the run on the right columns is poor, but a smooth model of those columns is not: no rerun
     x, y, names = _table(2000, 5, lambda x: x[:, 0] + 0.5 * x[:, 1])
     config = DiscoverConfig()
     calls = []
 
-    def run(cols, point):
-        calls.append(tuple(cols))
-        return _Found(tuple(cols), (_Formula((0,), 0.8),), _Model((0,)))
+    def search(cols):
+        calls.append(cols)
+        return _Found(cols, (_Formula((0,), 0.8),), _Model((0,)))
 
-    found = screened_discover(run, x, y, names, config)
+    found = _screened(monkeypatch, search, x, y, names, config)
     assert calls == [(0, 1)] and not found.screening.brought_back
 
 
