@@ -98,8 +98,8 @@ def _sibling_fits(src: Path, bundle, quiet: bool) -> str | None:
     from kansym.discover.record import sibling_record
 
     record = sibling_record(src, bundle)
-    if record is None or record.inputs != tuple(bundle.input_names) or \
-            record.data.get("width_pruned", list(bundle.model.width)) != list(bundle.model.width):
+    if (record is None or record.inputs != tuple(bundle.input_names)
+            or record.data.get("width_pruned", list(bundle.model.width)) != list(bundle.model.width)):
         return None
     if not quiet:
         click.echo(f"using {record.source} (give --fits to choose another)", err=True)

@@ -43,7 +43,7 @@ def predict_command(checkpoint, data, formula_path, output, force, seed, device,
     import pandas as pd
 
     from kansym.discover.record import read_record
-    from kansym.discover.dimensional import model_columns, model_target, outside_training_range, predict_columns
+    from kansym.discover.units import model_columns, model_target, outside_training_range, predict_columns
     from kansym.errors import DataError
     from kansym.io.bundle import ModelBundle
     from kansym.io.tabular import columns_from_frame, read_frame
@@ -95,7 +95,7 @@ def _formula_record(formula_path, src: Path, bundle, quiet: bool):
         ``--formula`` is a record of other columns or another target.
     """
     from kansym.discover.record import read_record, sibling_record
-    from kansym.discover.dimensional import model_columns, model_target
+    from kansym.discover.units import model_columns, model_target
     from kansym.errors import DataError
 
     if formula_path is not None:

@@ -141,8 +141,8 @@ def check_same_columns(table, point, resume: str | None) -> None:
     bundle = point.bundle
     names = list(table.input_names)
     # a screened run trained on some of the columns, in the table's order (kansym.discover.screen)
-    subset = all(n in names for n in bundle.input_names) and \
-        [n for n in names if n in bundle.input_names] == list(bundle.input_names)
+    subset = (all(n in names for n in bundle.input_names)
+              and [n for n in names if n in bundle.input_names] == list(bundle.input_names))
     if not subset or not bundle.input_names or table.target_names != bundle.output_names:
         raise ConfigError(
             f"'{resume}' was trained on inputs {', '.join(bundle.input_names)} -> {', '.join(bundle.output_names)}, "
@@ -163,8 +163,8 @@ def resume_command(ctx: click.Context, data, example, target, inputs, dropna, ou
         words.append("--dropna")
     words += [out_flag, str(out)]
     for param in ctx.command.params:
-        if isinstance(param, click.Option) and out_flag not in param.opts and param.name not in _NAMED and \
-                ctx.get_parameter_source(param.name) == click.core.ParameterSource.COMMANDLINE:
+        if (isinstance(param, click.Option) and out_flag not in param.opts and param.name not in _NAMED
+                and ctx.get_parameter_source(param.name) == click.core.ParameterSource.COMMANDLINE):
             words += _option_words(param, ctx.params.get(param.name))
     words += ["--resume", str(ckpt)]
     return " ".join(shlex.quote(w) for w in words)

@@ -423,8 +423,8 @@ def read_resume(bundle: ModelBundle, source: str = "the resumed checkpoint") -> 
     try:
         cuts = tuple(str(c) for c in record.get("cuts", ()))
     except TypeError as exc:
-        raise CheckpointError(f"the saved run's time-limit record cannot be read ({exc}); the run cannot be resumed") \
-            from exc
+        raise CheckpointError(
+            f"the saved run's time-limit record cannot be read ({exc}); the run cannot be resumed") from exc
     return ResumePoint(bundle=bundle, state=state, config=config, data_sha256=str(record.get("data_sha256", "")),
                        stage=stage, source=source, run=str(record.get("run", stage if stage != SYMBOLIC else "main")),
                        symbolic_stage=str(record.get("symbolic_stage", "")),

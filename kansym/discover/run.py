@@ -352,8 +352,8 @@ def _discover(run: Run, x, y, input_names, resume: ResumePoint | None) -> tuple[
     run.search = (direct, reference, config, input_names)
     direct_seconds = time.perf_counter() - t0
     runs: list[Discovery] = []
-    additive, floor = additivity(rows.x_train, rows.y_train, config) if config.shortcut and config.hidden \
-        else (False, 1.0)
+    additive, floor = (additivity(rows.x_train, rows.y_train, config) if config.shortcut and config.hidden
+                       else (False, 1.0))
     if additive:
         short = _run_once(run, rows, direct, input_names, config.replace(hidden=()), config,
                           resume and resume.for_run("shortcut"), "shortcut")

@@ -605,8 +605,8 @@ def _worse_z(e: np.ndarray, e_ref: np.ndarray, var: float) -> float | None:
     diff = e - e_ref
     sd = float(np.std(diff))
     z = np.inf if sd == 0 else float(np.mean(diff)) / (sd / np.sqrt(len(diff)))
-    if np.mean(e) >= BRING_BACK_RATIO * np.mean(e_ref) and np.mean(e) > BRING_BACK_FLOOR * var \
-            and z > norm.ppf(1 - ALPHA):
+    if (np.mean(e) >= BRING_BACK_RATIO * np.mean(e_ref) and np.mean(e) > BRING_BACK_FLOOR * var
+            and z > norm.ppf(1 - ALPHA)):
         return z
     return None
 

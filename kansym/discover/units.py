@@ -1,40 +1,39 @@
-"""Physical units and dimensional analysis (Buckingham pi), as AI Feynman's first step.
+"""Physical units as data: the units a user gives, and the dimensional reduction in checkpoints.
 
 A unit string such as ``kg*m/s^2``, ``m^1 * s^(-2)`` or ``Velocity, m^1 * s^(-1)`` (text
-before the last comma is a label) parses to a :class:`Dimension`: a map from base
-dimension to exponent. Any identifier is a base dimension (``m``, ``s``, ``kg``, ``T``,
+before the last comma is a label) parses to a map from base dimension to exponent
+(:func:`parse_unit`). Any identifier is a base dimension (``m``, ``s``, ``kg``, ``T``,
 ``V``, ``A``, ``K``, ``mol``, ...); exponents are integers or rationals;
-``Dimensionless``, ``1`` and the empty string mean no dimension.
+``Dimensionless``, ``1`` and the empty string mean no dimension. :func:`read_units` reads
+every column's unit from a mapping, inline text or a CSV/JSON file.
 
-:func:`analyze` is the dimensional analysis of Udrescu & Tegmark 2020 ("AI Feynman: a
-physics-inspired method for symbolic regression", Sci. Adv. 6:eaay2631, section
-"Dimensional analysis"): with the dimension matrix ``M`` (base dimensions x variables)
-and the target's dimensions ``b``, a solution ``p`` of ``M p = b`` gives a monomial
-``prod x_i^p_i`` with the target's units, and an integer basis ``U`` of the null space of
-``M`` gives the dimensionless groups ``prod x_i^U_ji``; by the Buckingham pi theorem
-(Buckingham 1914, Phys. Rev. 4:345) ``y / prod x^p`` is a function of the groups alone.
+A model of a ``--units`` run on the table's columns: the KAN of
+:func:`kansym.discover.dimensional.discover_with_units` learns
+``y / prod x^p = f(pi_1, ..., pi_k)`` on dimensionless groups ``pi_j = prod x^U_j``, so its
+checkpoints' inputs are the groups (``pi1``, ...) and its target ``TARGET_reduced``. The
+reduction travels with the checkpoints (``meta["reduction"]``) and with ``formula.json``
+(``reduction``) as :func:`reduction_meta`; :func:`model_columns` and :func:`predict_columns`
+then take rows of the table's own columns, as ``kansym predict`` does. The dimensional
+analysis itself is :func:`kansym.discover.dimensional.analyze`.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import math
 import re
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import sympy
 
-from kansym.errors import DataError
+from kansym.errors import CheckpointError, DataError
 from kansym.symbolic.parse import parse_formula
-from kansym.symbolic.verify import r2_score
 
 log = logging.getLogger(__name__)
 
-__all__ = ["parse_unit", "Reduction", "analyze", "read_units", "read_units_table"]
+__all__ = ["parse_unit", "read_units", "read_units_table", "reduction_meta", "model_columns", "model_target",
+           "group_inputs", "predict_columns", "outside_training_range"]
 
 _ALLOWED = re.compile(r"^[A-Za-z0-9_ */^().+\-]*$")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -179,236 +178,111 @@ def _read_units_file(path) -> dict[str, str]:
     return table
 
 
-@dataclass(frozen=True)
-class Reduction:
-    """The result of :func:`analyze`.
-
-    Attributes
-    ----------
-    names : tuple of str
-        The variables (columns of ``x``).
-    dims : tuple of str
-        Base dimensions (rows of the dimension matrix).
-    p : tuple of Fraction
-        Exponents of the monomial with the target's units, one per variable.
-    groups : tuple of tuple of int
-        Integer exponents of each dimensionless group (null-space basis), one row per group.
-    group_names : tuple of str
-        Names for the groups: the variable itself for a group ``x_i^1``, else ``pi1, pi2, ...``.
-    """
-
-    names: tuple[str, ...]
-    dims: tuple[str, ...]
-    p: tuple[Fraction, ...]
-    groups: tuple[tuple[int, ...], ...]
-    group_names: tuple[str, ...]
-
-    def monomials(self, max_coef: int = 2, max_groups: int = 4) -> list[tuple[Fraction, ...]]:
-        """Every monomial with the target's units ``p + sum_j c_j U_j``, ``c_j`` in
-        ``-max_coef..max_coef`` (``p`` first; only ``p`` with more than ``max_groups`` groups)."""
-        if not self.groups or len(self.groups) > max_groups:
-            return [self.p]
-        out = []
-        for coefs in itertools.product(range(-max_coef, max_coef + 1), repeat=len(self.groups)):
-            q = tuple(e + sum(c * row[i] for c, row in zip(coefs, self.groups)) for i, e in enumerate(self.p))
-            out.append(q)
-        out.sort(key=lambda q: (q != self.p, sum(abs(a - b) for a, b in zip(q, self.p))))
-        return out
-
-    def closest_monomial(self, x: np.ndarray, y: np.ndarray) -> tuple[tuple[Fraction, ...] | None, float]:
-        """Of :meth:`monomials`, the one whose constant multiple is closest to ``y`` on ``x``'s rows
-        (the median constant; R² in ``y``'s units), and that R² (None, -inf: none is finite there).
-        A law that is a constant times a monomial needs no KAN."""
-        best_q, best_r2 = None, -np.inf
-        for q in self.monomials():
-            _, yq = self.with_p(q).reduce(x, y)
-            if not np.all(np.isfinite(yq)):
-                continue
-            r2 = r2_score(y, np.median(yq) * (y / yq))
-            if r2 > best_r2 + 1e-12:
-                best_q, best_r2 = q, r2
-        return best_q, best_r2
-
-    def with_p(self, p: Sequence[Fraction]) -> "Reduction":
-        """The same groups with another monomial."""
-        return Reduction(self.names, self.dims, tuple(Fraction(e) for e in p), self.groups, self.group_names)
-
-    @property
-    def trivial(self) -> bool:
-        """True when nothing is reduced (every variable is its own group and ``p = 0``)."""
-        return len(self.groups) == len(self.names) and all(v == 0 for v in self.p)
-
-    def monomial(self, symbols: Sequence[sympy.Symbol]) -> sympy.Expr:
-        """``prod x_i^p_i`` in the given symbols."""
-        return sympy.Mul(*[s ** sympy.Rational(e.numerator, e.denominator) for s, e in zip(symbols, self.p) if e != 0])
-
-    def group_exprs(self, symbols: Sequence[sympy.Symbol]) -> list[sympy.Expr]:
-        """Each group ``prod x_i^U_ji`` in the given symbols."""
-        return [sympy.Mul(*[s ** int(e) for s, e in zip(symbols, row) if e != 0]) for row in self.groups]
-
-    def reduce(self, x: np.ndarray, y: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-        """Groups ``(N, k)`` and ``y / prod x^p`` ``(N,)`` (None without ``y``)."""
-        x = np.asarray(x, dtype=np.float64)
-        with np.errstate(all="ignore"):
-            g = np.stack([np.prod(x ** np.asarray(row, dtype=float), axis=1) for row in self.groups], axis=1) \
-                if self.groups else np.zeros((x.shape[0], 0))
-            if y is None:
-                return g, None
-            mono = np.prod(x ** np.asarray([float(e) for e in self.p]), axis=1)
-            return g, np.asarray(y, dtype=np.float64).reshape(-1) / mono
-
-    def to_dict(self) -> dict:
-        sym = [sympy.Symbol(n) for n in self.names]
-        return {"monomial": str(self.monomial(sym)), "p": {n: str(e) for n, e in zip(self.names, self.p) if e != 0},
-                "groups": {g: str(e) for g, e in zip(self.group_names, self.group_exprs(sym))}}
-
-
-def _matrix(units: Sequence[Mapping[str, Fraction]], dims: Sequence[str]) -> sympy.Matrix:
-    return sympy.Matrix([[sympy.Rational(u.get(d, 0).numerator, u.get(d, 0).denominator) for u in units] for d in dims])
-
-
-def _integer_row(vec: Sequence[sympy.Rational]) -> tuple[int, ...]:
-    """Scale a rational vector to the primitive integer vector, oriented mostly positive."""
-    lcm = 1
-    for v in vec:
-        lcm = lcm * int(sympy.Rational(v).q) // math.gcd(lcm, int(sympy.Rational(v).q))
-    ints = [int(sympy.Rational(v) * lcm) for v in vec]
-    g = 0
-    for v in ints:
-        g = math.gcd(g, abs(v))
-    ints = [v // g for v in ints] if g else ints
-    pos, neg = sum(v > 0 for v in ints), sum(v < 0 for v in ints)
-    first = next((v for v in ints if v != 0), 0)
-    if neg > pos or (neg == pos and first < 0):
-        ints = [-v for v in ints]
-    return tuple(ints)
-
-
-def _null_basis(M: sympy.Matrix, n: int) -> list[tuple[int, ...]]:
-    """A sparse integer basis of the null space of ``M`` from its circuits (minimal dependent
-    column sets), smallest support first, then smallest exponents, then column order."""
-    rank = M.rank() if M.rows else 0
-    k = n - rank
-    if k == 0:
-        return []
-    circuits = []
-    for size in range(1, rank + 2):
-        for cols in itertools.combinations(range(n), size):
-            ns = M[:, list(cols)].nullspace()
-            if len(ns) != 1 or any(v == 0 for v in ns[0]):
-                continue
-            row = [0] * n
-            for c, v in zip(cols, _integer_row(list(ns[0]))):
-                row[c] = v
-            circuits.append(tuple(row))
-    circuits.sort(key=lambda r: (sum(v != 0 for v in r), sum(abs(v) for v in r), [i for i, v in enumerate(r) if v]))
-    basis: list[tuple[int, ...]] = []
-    for row in circuits:
-        if sympy.Matrix(basis + [row]).rank() > len(basis):
-            basis.append(row)
-        if len(basis) == k:
-            break
-    return basis
-
-
-def _orient_ratio(row: tuple[int, ...], x: np.ndarray) -> tuple[int, ...]:
-    """A ratio of two variables ``a / b`` is turned so that it is mostly below 1 on the data
-    (``v/c``, not ``c/v``: the small parameter of an expansion); other groups are kept."""
-    idx = [i for i, v in enumerate(row) if v]
-    if len(idx) != 2 or sorted(row[i] for i in idx) != [-1, 1]:
-        return row
-    with np.errstate(all="ignore"):
-        logs = np.log(np.abs(x[:, idx[0]] / x[:, idx[1]])) * row[idx[0]]
-    logs = logs[np.isfinite(logs)]
-    if logs.size and np.median(logs) > 0.1:
-        return tuple(-v for v in row)
-    return row
-
-
-def _particular(M: sympy.Matrix, b: sympy.Matrix, n: int, x: np.ndarray | None, y: np.ndarray | None):
-    """Solutions of ``M p = b`` with the fewest variables; among them integer first, then the one
-    leaving ``y / prod x^p`` least variable (log scale) when data are given, then smallest."""
-    if all(v == 0 for v in b):
-        return [Fraction(0)] * n
-    rank = M.rank()
-    found = []
-    for size in range(1, rank + 1):
-        for cols in itertools.combinations(range(n), size):
-            sub = M[:, list(cols)]
-            if sub.rank() < size:
-                continue
-            try:
-                sol, params = sub.gauss_jordan_solve(b)
-            except ValueError:  # inconsistent
-                continue
-            p = [Fraction(0)] * n
-            for c, v in zip(cols, sol):
-                p[c] = Fraction(int(sympy.Rational(v).p), int(sympy.Rational(v).q))
-            found.append(p)
-        if found:
-            break
-    if not found:
-        return None
-
-    def spread(p):
-        if x is None or y is None:
-            return 0.0
-        with np.errstate(all="ignore"):
-            r = np.log(np.abs(np.asarray(y, float).reshape(-1) / np.prod(np.asarray(x, float) ** np.asarray([float(e) for e in p]), axis=1)))
-        r = r[np.isfinite(r)]
-        return round(float(np.var(r)), 6) if r.size else math.inf
-
-    return min(found, key=lambda p: (any(e.denominator != 1 for e in p), spread(p), sum(abs(e) for e in p),
-                                     [i for i, e in enumerate(p) if e]))
-
-
-def analyze(names: Sequence[str], units: Sequence[Mapping[str, Fraction]], target: Mapping[str, Fraction],
-            x: np.ndarray | None = None, y: np.ndarray | None = None) -> Reduction | None:
-    """Dimensional analysis of ``y(x)`` (Udrescu & Tegmark 2020, section "Dimensional analysis").
+def reduction_meta(reduction: Any, target: str) -> dict:
+    """The plain form of a :class:`kansym.discover.dimensional.Reduction` (JSON and checkpoint safe).
 
     Parameters
     ----------
-    names : sequence of str
-        Variable names, one per column of ``x``.
-    units : sequence of dict
-        Each variable's dimensions (:func:`parse_unit`).
-    target : dict
-        The target's dimensions.
-    x : ndarray (N, d), optional
-    y : ndarray (N,), optional
-        When given, the monomial is chosen among the equally sparse solutions of ``M p = b``
-        as the one leaving ``y / prod x^p`` the least variable in log scale (e.g. ``m c^2``
-        rather than ``m v^2`` for a relativistic energy).
+    reduction : Reduction
+    target : str
+        The table's target column (the KAN predicts ``target`` divided by the monomial).
 
     Returns
     -------
-    Reduction or None
-        None when the target's units cannot be made from the inputs' (inconsistent units).
+    dict
+        ``columns`` (the table's inputs, in order), ``target``, ``monomial`` and ``groups``
+        (readable strings), ``p`` (``{column: "3/2"}``, the monomial's non-zero exponents)
+        and ``exponents`` (``{group: [integer exponent of each column]}``).
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> from kansym.discover.dimensional import Reduction
+    >>> red = Reduction(("m", "v", "c"), ("kg", "m", "s"), (Fraction(1), Fraction(0), Fraction(2)), ((0, 1, -1),), ("pi1",))
+    >>> reduction_meta(red, "E")["exponents"]
+    {'pi1': [0, 1, -1]}
     """
-    names = tuple(names)
-    if len(units) != len(names):
-        raise DataError(f"{len(names)} variables but {len(units)} units")
-    dims = tuple(sorted(set().union(*[set(u) for u in units], set(target))))
-    M = _matrix(units, dims)
-    b = sympy.Matrix([sympy.Rational(target.get(d, 0).numerator, target.get(d, 0).denominator) for d in dims])
-    n = len(names)
-    if not dims:
-        M = sympy.zeros(0, n)
-    p = _particular(M, b, n, x, y) if dims else [Fraction(0)] * n
-    if p is None:
+    text = reduction.to_dict()
+    return {"columns": list(reduction.names), "target": str(target), "monomial": text["monomial"],
+            "p": text["p"], "groups": text["groups"],
+            "exponents": {g: [int(e) for e in row] for g, row in zip(reduction.group_names, reduction.groups)}}
+
+
+def _reduction(bundle: Any) -> Mapping | None:
+    """The checkpoint's reduction, checked against its inputs; None for a model of the columns.
+
+    Raises
+    ------
+    CheckpointError
+        A reduction that is not what :func:`reduction_meta` writes: no list of column names, no
+        target name, a model input without its integer exponents (one per column), or a monomial
+        exponent that is not a fraction of a listed column.
+    """
+    red = bundle.meta.get("reduction")
+    if not (isinstance(red, Mapping) and "exponents" in red):
         return None
-    groups = _null_basis(M, n) if dims else [tuple(int(i == j) for i in range(n)) for j in range(n)]
-    if x is not None:
-        groups = [_orient_ratio(row, np.asarray(x, dtype=np.float64)) for row in groups]
-    group_names, k = [], 0
-    for row in groups:
-        single = [i for i, v in enumerate(row) if v]
-        if len(single) == 1 and row[single[0]] == 1:
-            group_names.append(names[single[0]])
-        else:
-            k += 1
-            name = f"pi{k}"
-            while name in names:
-                name = "_" + name
-            group_names.append(name)
-    return Reduction(names, dims, tuple(p), tuple(groups), tuple(group_names))
+    columns, exponents, p = red.get("columns"), red.get("exponents"), red.get("p", {})
+    ok = (isinstance(columns, list) and columns and all(isinstance(c, str) and c for c in columns)
+          and isinstance(red.get("target"), str) and isinstance(exponents, Mapping) and isinstance(p, Mapping)
+          and all(isinstance(exponents.get(g), list) and len(exponents[g]) == len(columns)
+                  and all(isinstance(e, int) and not isinstance(e, bool) for e in exponents[g])
+                  for g in bundle.input_names)
+          and all(c in columns and isinstance(v, str) and _is_fraction(v) for c, v in p.items()))
+    if not ok:
+        raise CheckpointError("the checkpoint's dimensional reduction (meta 'reduction') does not match its inputs; "
+                              "use the checkpoint kansym fit --units wrote")
+    return red
+
+
+def _is_fraction(text: str) -> bool:
+    try:
+        Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        return False
+    return len(text) <= 40
+
+
+def model_columns(bundle: Any) -> tuple[str, ...]:
+    """The table columns a checkpoint predicts from: its inputs, or the columns of its groups."""
+    red = _reduction(bundle)
+    return tuple(bundle.input_names) if red is None else tuple(red["columns"])
+
+
+def model_target(bundle: Any) -> tuple[str, ...]:
+    """The table targets a checkpoint predicts (``E``, not ``E_reduced``, for a reduced one)."""
+    red = _reduction(bundle)
+    return tuple(bundle.output_names) if red is None else (str(red["target"]),)
+
+
+def group_inputs(bundle: Any, x: np.ndarray) -> np.ndarray:
+    """The model's inputs of rows ``x (N, len(model_columns))``: ``x`` itself, or the groups ``(N, k)``."""
+    red = _reduction(bundle)
+    x = np.asarray(x, dtype=np.float64)
+    if red is None:
+        return x
+    with np.errstate(all="ignore"):
+        return np.stack([np.prod(x ** np.asarray(red["exponents"][g], dtype=float), axis=1)
+                         for g in bundle.input_names], axis=1)
+
+
+def predict_columns(bundle: Any, x: np.ndarray) -> np.ndarray:
+    """The model's predictions of the table's targets from rows of :func:`model_columns` -> ``(N, d_out)``.
+
+    A reduced model's output is multiplied back by the monomial ``prod x^p``.
+    """
+    red = _reduction(bundle)
+    y = bundle.predict(group_inputs(bundle, x))
+    if red is None:
+        return y
+    columns = list(red["columns"])
+    p = np.asarray([float(Fraction(red["p"].get(c, "0"))) for c in columns])
+    with np.errstate(all="ignore"):
+        return y * np.prod(np.asarray(x, dtype=np.float64) ** p, axis=1)[:, None]
+
+
+def outside_training_range(bundle: Any, x: np.ndarray) -> int:
+    """How many rows of ``x`` (table columns) lie outside the range the model was trained on
+    (an input, or group, beyond the min-max of its training rows, or not finite there)."""
+    with np.errstate(all="ignore"):
+        u = bundle.transform.inputs(group_inputs(bundle, x))  # training rows span [-1, 1]
+    return int(np.sum(~np.all(np.isfinite(u) & (np.abs(u) <= 1 + 1e-9), axis=1)))

@@ -233,7 +233,8 @@ def test_the_weighted_residual_test_on_the_groups_catches_a_series():
     weights of y / monomial): a series for 1/(exp(x) - 1) leaves a function of the group; the law
     leaves noise."""
     from kansym.discover.dimensional import ReducedRows, weighted_group_residuals
-    from kansym.discover.units import analyze, parse_unit
+    from kansym.discover.dimensional import analyze
+    from kansym.discover.units import parse_unit
 
     rng = np.random.default_rng(0)
     n = 4000

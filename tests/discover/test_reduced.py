@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from kansym.cli.main import cli
-from kansym.discover.dimensional import model_columns, model_target, outside_training_range, predict_columns
+from kansym.discover.units import model_columns, model_target, outside_training_range, predict_columns
 from kansym.io.bundle import ModelBundle
 
 UNITS = {"L": "m", "t": "s", "tau": "s", "d": "m"}

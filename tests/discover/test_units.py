@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from kansym.errors import DataError
-from kansym.discover.units import analyze, parse_unit, read_units
+from kansym.discover.dimensional import analyze
+from kansym.discover.units import parse_unit, read_units
 
 EQUATIONS = "/work/shared/data/feynman/equations.csv"
 F = Fraction

@@ -59,7 +59,7 @@ The record (``"format": "kansym-formula"``, ``"version": 1``) is one JSON object
 and, from a discovery (:func:`discovery_record`: ``kansym fit``, :meth:`kansym.KANRegressor.to_record`):
 ``width_trained``, ``width_pruned`` (no timings: the record of one command is the same bytes on every
 run; ``model.pt``'s meta holds the seconds); with units: ``units`` and ``reduction``
-(:func:`kansym.discover.dimensional.reduction_meta`: the groups as exponents of the columns); from
+(:func:`kansym.discover.units.reduction_meta`: the groups as exponents of the columns); from
 ``kansym fit``: ``data``; from ``symbolify``: ``checkpoint``; when the time limit bound (only
 then): ``time_limit`` (``seconds``, ``cut_short``: what it cut, ``note``;
 :func:`kansym.discover.progress.time_limit_entry`); when the input screening ran

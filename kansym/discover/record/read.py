@@ -297,7 +297,7 @@ class FormulaRecord:
         """Whether the record is a formula of ``bundle``'s table: the same input columns and target
         (the columns of its groups for a model of a ``--units`` run; any width: ``model.pt`` and
         ``pruned.pt`` of one fit share their ``formula.json``)."""
-        from kansym.discover.dimensional import model_columns, model_target
+        from kansym.discover.units import model_columns, model_target
 
         return self.inputs == model_columns(bundle) and self.target in model_target(bundle)
 

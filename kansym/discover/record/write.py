@@ -96,7 +96,7 @@ def discovery_record(result: Any, extra: Mapping[str, Any] | None = None) -> dic
     """The record of a discovery's chosen formula (:class:`~kansym.discover.result.Discovery`, or a
     :class:`~kansym.discover.dimensional.UnitsDiscovery` with its ``units`` and ``reduction``),
     with the widths of its trained and pruned KAN (absent when none was trained)."""
-    from kansym.discover.dimensional import reduction_meta
+    from kansym.discover.units import reduction_meta
 
     keys: dict[str, Any] = {}
     if result.trained is not None:
