@@ -8,13 +8,14 @@ import numpy as np
 
 from kansym.config import R2_THRESHOLD, PlainConfig, check_seed
 from kansym.deadline import DEFAULT_TIME_LIMIT
-from kansym.discover.result import MIN_ROWS
 from kansym.errors import ConfigError
 from kansym.nn.config import KANConfig
-from kansym.symbolic.library import get_library
 from kansym.train.config import TrainConfig
 
-__all__ = ["DiscoverConfig"]
+__all__ = ["DiscoverConfig", "MIN_ROWS", "MIN_HOLDOUT_ROWS"]
+
+MIN_ROWS = 10  # fewer rows cannot train and validate a KAN
+MIN_HOLDOUT_ROWS = 20  # fewer held-out rows than this would make a noisy verdict
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,8 @@ class DiscoverConfig(PlainConfig):
         if not (np.isfinite(self.complexity_weight) and self.complexity_weight >= 0):
             raise ConfigError(f"complexity_weight must be a finite number >= 0, got {self.complexity_weight}")
         if self.library is not None:
+            from kansym.symbolic.library import get_library  # sympy and torch: only for a library given
+
             get_library(self.library)  # raises ConfigError listing valid names
         KANConfig(width=(1, *self.hidden, 1), grid_size=self.grid_size, spline_order=self.spline_order)
 

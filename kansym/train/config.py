@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
-
 from kansym.config import MAX_STEPS, PlainConfig, check_seed
 from kansym.errors import ConfigError
 
@@ -116,7 +114,10 @@ class TrainConfig(PlainConfig):
             raise ConfigError(f"lbfgs_max_iter must be at least 1, got {self.lbfgs_max_iter}")
         if self.num_threads is not None and self.num_threads < 1:
             raise ConfigError(f"num_threads must be at least 1 or None, got {self.num_threads}")
-        try:
-            torch.device(self.device)
-        except (RuntimeError, TypeError) as exc:
-            raise ConfigError(f"device {self.device!r} is not a torch device: {exc}") from None
+        if self.device != "cpu":  # always a torch device; the check imports torch (a second), which --help need not
+            import torch
+
+            try:
+                torch.device(self.device)
+            except (RuntimeError, TypeError) as exc:
+                raise ConfigError(f"device {self.device!r} is not a torch device: {exc}") from None
