@@ -305,10 +305,18 @@ def settings_config(values: Mapping[str, Any]) -> DiscoverConfig:
     return config.replace(**changes)
 
 
-def settings_doc(names: list[str], extra: Mapping[str, str] = {}) -> str:
-    """numpydoc ``Parameters`` entries of the settings ``names`` (indented for a class docstring).
+def settings_doc(names: list[str], extra: Mapping[str, str] = {}, notes: Mapping[str, str] = {}) -> str:
+    """numpydoc ``Parameters`` entries of the settings ``names``, indented for a class docstring:
+    ``name : type, default=value`` (the config's) and the setting's meaning.
 
-    ``extra`` gives the whole entry of a name that is no setting (``"units : str\n    ..."``).
+    Parameters
+    ----------
+    names : list of str
+        Setting names, or names of ``extra``.
+    extra : mapping of str to str
+        The whole entry (type line and text) of a name that is no setting.
+    notes : mapping of str to str
+        A sentence the caller adds to a setting's meaning.
     """
     entries = []
     for name in names:
@@ -316,7 +324,7 @@ def settings_doc(names: list[str], extra: Mapping[str, str] = {}) -> str:
             entries.append(textwrap.indent(extra[name].strip("\n"), "    "))
             continue
         s = _BY_NAME[name]
-        text = s.help + (f" None: {s.none}." if s.none else "")
+        text = " ".join(t for t in (s.help, f"None: {s.none}." if s.none else "", notes.get(name, "")) if t)
         entries.append(f"    {s.name} : {s.doc_type()}, default={s.default()!r}\n"
                        + textwrap.fill(text, 100, initial_indent=" " * 8, subsequent_indent=" " * 8))
     return "\n".join(entries)
