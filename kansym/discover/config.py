@@ -8,7 +8,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from kansym.config import MAX_SEED, MAX_STEPS, R2_THRESHOLD, PlainConfig, check_seed
+from kansym.config import (
+    COMPLEXITY_WEIGHT, HOLDOUT, MAX_SEED, MAX_STEPS, MIN_EDGE_R2, R2_THRESHOLD, THETA, PlainConfig, check_seed,
+)
 from kansym.deadline import DEFAULT_TIME_LIMIT
 from kansym.errors import ConfigError
 from kansym.nn.config import KANConfig
@@ -107,7 +109,7 @@ class DiscoverConfig(PlainConfig):
     grid_size: int = 5
     spline_order: int = 3
     train: TrainConfig = field(default_factory=lambda: TrainConfig(num_threads=1))
-    theta: float = 1e-2
+    theta: float = THETA
     finetune: TrainConfig = field(
         default_factory=lambda: TrainConfig(lamb=0.0, stop_grid_update_step=20, num_threads=1)
     )
@@ -115,8 +117,8 @@ class DiscoverConfig(PlainConfig):
     space: str = "auto"
     library: tuple[str, ...] | None = None
     r2_threshold: float = R2_THRESHOLD
-    min_edge_r2: float = 0.9
-    holdout: float = 0.2
+    min_edge_r2: float = MIN_EDGE_R2
+    holdout: float = HOLDOUT
     max_train_rows: int | None = 3000
     screen: bool = True
     keep_inputs: tuple[str, ...] = ()
@@ -124,7 +126,7 @@ class DiscoverConfig(PlainConfig):
     simplify_edges: bool = True
     direct_search: bool = True
     structure: bool = True
-    complexity_weight: float = 0.05
+    complexity_weight: float = COMPLEXITY_WEIGHT
     time_limit: float | None = DEFAULT_TIME_LIMIT
     seed: int = 0
     device: str = "cpu"
