@@ -152,7 +152,8 @@ class KANRegressor:
         Warns
         -----
         UserWarning
-            When the formula's held-out R² is more than 0.01 below the model's, or an
+            When the formula's held-out R² is more than
+            :data:`~kansym.discover.result.R2_GAP` (0.01) below the model's, or an
             edge fitted no primitive (:attr:`kansym.discover.result.Formula.warning`); for
             such a partial formula the message goes on with the lines ``kansym fit`` prints
             instead of ``target = ...`` (no closed form was verified, the best one found,

@@ -84,6 +84,13 @@ def test_fit_help_shows_the_config_defaults():
         assert shown in line, (flag, line)
 
 
+def test_every_setting_of_a_config_field_is_in_the_configs_docstring():
+    doc = inspect.getdoc(DiscoverConfig)
+    for s in SETTINGS:
+        top = s.field.partition(".")[0]
+        assert f"\n{top} :" in doc or f", {top} :" in doc or f"\n{top}, " in doc, top
+
+
 def test_the_options_ranges_are_the_configs():
     # a number just outside the option's range is what the config refuses too (the CLI only says it first)
     for s in SETTINGS:
