@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 import click
 
 from kansym.cli.common import CLIError
-from kansym.discover.config import SETTINGS, Setting, settings_config
+from kansym.discover.config import SETTINGS, Setting, setting, settings_config
 from kansym.errors import ConfigError
 
 __all__ = ["EXAMPLES", "NON_NEGATIVE", "data_options", "model_options", "symbolic_options", "resolve_data", "split_names",
@@ -105,23 +105,23 @@ def discover_config(options: Mapping[str, Any]):
     """
     values = {}
     for key, value in options.items():
-        setting = OPTION_SETTINGS.get(key)
-        if setting is not None and value is not None:
-            values[setting.name] = _parsed(setting, value)
+        row = OPTION_SETTINGS.get(key)
+        if row is not None and value is not None:
+            values[row.name] = _parsed(row, value)
     return settings_config(values)
 
 
-def _parsed(setting: Setting, value: Any) -> Any:
+def _parsed(row: Setting, value: Any) -> Any:
     """The setting's value of its option's ``value``: lists split, a switch's flag turned into the
     setting, the ``off`` value (``--time-limit 0``) into None."""
-    if setting.kind == "ints":
+    if row.kind == "ints":
         return parse_hidden(value)
-    if setting.kind == "names":
-        what, example = (LIB_FLAG, LIB_EXAMPLE) if setting.name == "library" else (option_flag(setting), "one column")
+    if row.kind == "names":
+        what, example = (LIB_FLAG, LIB_EXAMPLE) if row.name == "library" else (option_flag(row), "one column")
         return split_names(value, what, example)
-    if setting.kind == "switch":
-        return (not setting.default()) if value else setting.default()
-    if setting.off is not None and value == setting.off:
+    if row.kind == "switch":
+        return (not row.default()) if value else row.default()
+    if row.off is not None and value == row.off:
         return None
     return value
 
@@ -153,25 +153,25 @@ def data_options(fn):
     return fn
 
 
-def option_flag(setting: Setting) -> str:
-    """The command line's flag of ``setting``: ``--name`` with dashes, ``--no-name`` for a switch
+def option_flag(row: Setting) -> str:
+    """The command line's flag of the setting ``row``: ``--name`` with dashes, ``--no-name`` for a switch
     on by default, or the row's own :attr:`~kansym.discover.config.Setting.flag`."""
-    if setting.flag:
-        return setting.flag
-    dashed = setting.name.replace("_", "-")
-    return f"--no-{dashed}" if setting.kind == "switch" and setting.default() else f"--{dashed}"
+    if row.flag:
+        return row.flag
+    dashed = row.name.replace("_", "-")
+    return f"--no-{dashed}" if row.kind == "switch" and row.default() else f"--{dashed}"
 
 
-def _click_type(setting: Setting) -> click.ParamType | None:
+def _click_type(row: Setting) -> click.ParamType | None:
     """A number's range, or the choices, as click checks them (its message names the flag)."""
-    if setting.kind == "choice":
-        return click.Choice(list(setting.choices))
-    if setting.kind == "int":
-        return click.IntRange(setting.low, setting.high)
-    if setting.kind == "float" and setting.low == 0 and setting.high is None and not setting.low_open:
+    if row.kind == "choice":
+        return click.Choice(list(row.choices))
+    if row.kind == "int":
+        return click.IntRange(row.low, row.high)
+    if row.kind == "float" and row.low == 0 and row.high is None and not row.low_open:
         return NON_NEGATIVE
-    if setting.kind == "float":
-        return click.FloatRange(setting.low, setting.high, min_open=setting.low_open)
+    if row.kind == "float":
+        return click.FloatRange(row.low, row.high, min_open=row.low_open)
     return None
 
 
@@ -179,19 +179,19 @@ def setting_option(name: str, **overrides: Any) -> Callable:
     """The click option of the setting ``name`` of :data:`~kansym.discover.config.SETTINGS`: its
     flag (:func:`option_flag`), type and range, help (meaning, then the command line's syntax) and
     the config's default, shown in ``--help``; ``overrides`` adds click arguments (``metavar``)."""
-    setting = _BY_NAME[name]
-    default = setting.default()
-    text = " ".join(t for t in (setting.help, setting.cli) if t)
-    if setting.off is not None:
-        text = f"{text} {setting.off:g}: {setting.none}."
-    if setting.kind == "switch":
+    row = setting(name)
+    default = row.default()
+    text = " ".join(t for t in (row.help, row.cli) if t)
+    if row.off is not None:
+        text = f"{text} {row.off:g}: {row.none}."
+    if row.kind == "switch":
         kwargs: dict[str, Any] = {"is_flag": True}
-    elif setting.kind in ("ints", "names"):
+    elif row.kind in ("ints", "names"):
         shown = ",".join(str(v) for v in default) if default else None
-        kwargs = {"default": shown, "show_default": True if shown else setting.none or False}
+        kwargs = {"default": shown, "show_default": True if shown else row.none or False}
     else:
-        kwargs = {"default": default, "show_default": True, "type": _click_type(setting)}
-    return click.option(option_flag(setting), **{**kwargs, "help": text, **overrides})
+        kwargs = {"default": default, "show_default": True, "type": _click_type(row)}
+    return click.option(option_flag(row), **{**kwargs, "help": text, **overrides})
 
 
 def symbolic_options(fn):
@@ -215,6 +215,5 @@ def size_options(fn):
     return fn
 
 
-_BY_NAME = {s.name: s for s in SETTINGS}
 OPTION_SETTINGS = {option_flag(s).lstrip("-").replace("-", "_"): s for s in SETTINGS}
 """The setting each option sets, by the option's parameter name (``lib``: ``library``, ``no_screen``: ``screen``)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 import numpy as np
 
@@ -16,7 +16,8 @@ from kansym.errors import ConfigError
 from kansym.nn.config import KANConfig
 from kansym.train.config import TrainConfig
 
-__all__ = ["DiscoverConfig", "MIN_ROWS", "MIN_HOLDOUT_ROWS", "SPACES", "Setting", "SETTINGS", "settings_config", "settings_doc"]
+__all__ = ["DiscoverConfig", "MIN_ROWS", "MIN_HOLDOUT_ROWS", "SPACES", "Setting", "SETTINGS", "setting", "settings_config",
+           "settings_doc"]
 
 MIN_ROWS = 10  # fewer rows cannot train and validate a KAN
 MIN_HOLDOUT_ROWS = 20  # fewer held-out rows than this would make a noisy verdict
@@ -210,7 +211,7 @@ class Setting:
 
     name: str
     field: str
-    kind: str
+    kind: Literal["int", "float", "choice", "ints", "names", "switch", "text"]
     help: str
     low: float | None = None
     high: float | None = None
@@ -276,6 +277,19 @@ SETTINGS = (
 _BY_NAME = {s.name: s for s in SETTINGS}
 
 
+def setting(name: str) -> Setting:
+    """The row of :data:`SETTINGS` named ``name``.
+
+    Raises
+    ------
+    ConfigError
+        No setting has that name.
+    """
+    if name not in _BY_NAME:
+        raise ConfigError(f"unknown setting {name!r}; valid: {', '.join(_BY_NAME)}")
+    return _BY_NAME[name]
+
+
 def settings_config(values: Mapping[str, Any]) -> DiscoverConfig:
     """The :class:`DiscoverConfig` of the settings ``values`` (by :attr:`Setting.name`) over its defaults.
 
@@ -290,14 +304,12 @@ def settings_config(values: Mapping[str, Any]) -> DiscoverConfig:
     changes: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {}
     for name, value in values.items():
-        if name not in _BY_NAME:
-            raise ConfigError(f"unknown setting {name!r}; valid: {', '.join(_BY_NAME)}")
-        setting = _BY_NAME[name]
-        if setting.kind == "ints":
+        row = setting(name)
+        if row.kind == "ints":
             value = tuple(int(v) for v in value)
-        elif setting.kind == "names" and value is not None:
+        elif row.kind == "names" and value is not None:
             value = tuple(str(v) for v in value)
-        top, _, inner = setting.field.partition(".")
+        top, _, inner = row.field.partition(".")
         if inner:
             nested.setdefault(top, {})[inner] = value
         else:
@@ -307,7 +319,7 @@ def settings_config(values: Mapping[str, Any]) -> DiscoverConfig:
     return config.replace(**changes)
 
 
-def settings_doc(names: list[str], extra: Mapping[str, str] = {}, notes: Mapping[str, str] = {}) -> str:
+def settings_doc(names: list[str], extra: Mapping[str, str] | None = None, notes: Mapping[str, str] | None = None) -> str:
     """numpydoc ``Parameters`` entries of the settings ``names``, indented for a class docstring:
     ``name : type, default=value`` (the config's) and the setting's meaning.
 
@@ -320,12 +332,12 @@ def settings_doc(names: list[str], extra: Mapping[str, str] = {}, notes: Mapping
     notes : mapping of str to str
         A sentence the caller adds to a setting's meaning.
     """
-    entries = []
+    extra, notes, entries = extra or {}, notes or {}, []
     for name in names:
         if name in extra:
             entries.append(textwrap.indent(extra[name].strip("\n"), "    "))
             continue
-        s = _BY_NAME[name]
+        s = setting(name)
         text = " ".join(t for t in (s.help, f"None: {s.none}." if s.none else "", notes.get(name, "")) if t)
         entries.append(f"    {s.name} : {s.doc_type()}, default={s.default()!r}\n"
                        + textwrap.fill(text, 100, initial_indent=" " * 8, subsequent_indent=" " * 8))

@@ -7,6 +7,8 @@ The names below import their module on first use (PEP 562), so that
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 __all__ = [
@@ -29,3 +31,17 @@ def __getattr__(name: str) -> Any:
     if name in _WHERE:
         return getattr(importlib.import_module(f"kansym.train.{_WHERE[name]}"), name)
     raise AttributeError(f"module 'kansym.train' has no attribute {name!r}")
+
+
+class _Package(types.ModuleType):
+    """``kansym.train.fit`` and ``kansym.train.regularization`` stay the functions, although
+    importing the submodules of those names binds the modules here (import them with
+    ``importlib.import_module``)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("fit", "regularization"):
+            return getattr(importlib.import_module(f"kansym.train.{name}"), name)
+        return super().__getattribute__(name)
+
+
+sys.modules[__name__].__class__ = _Package
