@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
-
-import numpy as np
 
 from kansym.config import (
     COMPLEXITY_WEIGHT, HOLDOUT, MAX_SEED, MAX_STEPS, MIN_EDGE_R2, R2_THRESHOLD, THETA, PlainConfig, check_seed,
@@ -135,7 +134,7 @@ class DiscoverConfig(PlainConfig):
 
     def __post_init__(self) -> None:
         check_seed(self.seed)
-        if not (self.theta >= 0 and np.isfinite(self.theta)):
+        if not (self.theta >= 0 and math.isfinite(self.theta)):
             raise ConfigError(f"theta must be a finite number >= 0, got {self.theta}")
         if self.space not in SPACES:
             raise ConfigError(f"space must be auto, linear or log, got {self.space!r}")
@@ -150,9 +149,9 @@ class DiscoverConfig(PlainConfig):
         if not 0.0 < self.r2_threshold <= 1.0:
             raise ConfigError(f"r2_threshold must lie in (0, 1], got {self.r2_threshold}")
         if self.time_limit is not None and not (isinstance(self.time_limit, (int, float))
-                                                and np.isfinite(self.time_limit) and self.time_limit > 0):
+                                                and math.isfinite(self.time_limit) and self.time_limit > 0):
             raise ConfigError(f"time_limit must be a finite number of seconds > 0 or None, got {self.time_limit!r}")
-        if not (np.isfinite(self.complexity_weight) and self.complexity_weight >= 0):
+        if not (math.isfinite(self.complexity_weight) and self.complexity_weight >= 0):
             raise ConfigError(f"complexity_weight must be a finite number >= 0, got {self.complexity_weight}")
         if self.library is not None:
             from kansym.symbolic.library import get_library  # sympy and torch: only for a library given
