@@ -126,9 +126,10 @@ def test_estimator_parameters_are_the_settings_with_the_config_defaults():
     assert "theta : float, default=0.01" in doc and "{settings}" not in doc
 
 
-def test_help_imports_no_torch():
-    code = ("import sys\nfrom kansym.cli.main import cli\n"
+def test_the_cli_and_its_help_import_neither_torch_nor_numpy_before_work():
+    code = ("import sys\nfrom kansym.cli.main import cli\nprint('NUMPY', 'numpy' in sys.modules)\n"
             "try:\n    cli(['fit', '--help'], prog_name='kansym')\nexcept SystemExit:\n    pass\n"
             "print('TORCH', 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("NUMPY False")  # the options read the config, which stays light
     assert "--r2-threshold" in out and out.strip().endswith("TORCH False")
