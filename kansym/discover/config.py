@@ -13,7 +13,7 @@ from kansym.config import (
 from kansym.deadline import DEFAULT_TIME_LIMIT
 from kansym.errors import ConfigError
 from kansym.nn.config import KANConfig
-from kansym.train.config import TrainConfig
+from kansym.train.config import FINETUNE, TrainConfig
 
 __all__ = ["DiscoverConfig", "MIN_ROWS", "MIN_HOLDOUT_ROWS", "SPACES", "Setting", "SETTINGS", "setting", "settings_config",
            "settings_doc"]
@@ -106,13 +106,11 @@ class DiscoverConfig(PlainConfig):
     """
 
     hidden: tuple[int, ...] = (5,)
-    grid_size: int = 5
-    spline_order: int = 3
+    grid_size: int = KANConfig.grid_size  # the trained KAN's defaults are KANConfig's
+    spline_order: int = KANConfig.spline_order
     train: TrainConfig = field(default_factory=lambda: TrainConfig(num_threads=1))
     theta: float = THETA
-    finetune: TrainConfig = field(
-        default_factory=lambda: TrainConfig(lamb=0.0, stop_grid_update_step=20, num_threads=1)
-    )
+    finetune: TrainConfig = field(default_factory=lambda: FINETUNE.replace(num_threads=1))
     finetune_grid_size: int | None = 10
     space: str = "auto"
     library: tuple[str, ...] | None = None

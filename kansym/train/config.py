@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from kansym.config import MAX_STEPS, PlainConfig, check_seed
 from kansym.errors import ConfigError
 
-__all__ = ["TrainConfig", "OPTIMIZERS"]
+__all__ = ["TrainConfig", "OPTIMIZERS", "FINETUNE"]
 
 OPTIMIZERS = ("lbfgs", "adam")
 
@@ -121,3 +121,8 @@ class TrainConfig(PlainConfig):
                 torch.device(self.device)
             except (RuntimeError, TypeError) as exc:
                 raise ConfigError(f"device {self.device!r} is not a torch device: {exc}") from None
+
+
+FINETUNE = TrainConfig(lamb=0.0, stop_grid_update_step=20)
+"""The fine-tuning recipe (:func:`kansym.train.fit.finetune`, ``DiscoverConfig.finetune``): 20 LBFGS
+steps without sparsity, grid updates every 5 steps throughout."""
