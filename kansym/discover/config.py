@@ -27,6 +27,9 @@ SPACES = ("auto", "linear", "log")  # units the KAN may learn in (kansym.discove
 class DiscoverConfig(PlainConfig):
     """Options of :func:`discover` (the defaults are those of ``kansym fit``).
 
+    The fields a user sets (``kansym fit``'s options, :class:`kansym.KANRegressor`'s parameters,
+    both generated from it) are listed with their meaning, flag and range in :data:`SETTINGS`.
+
     Parameters
     ----------
     hidden : tuple of int
