@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 from kansym.errors import ConfigError
 
-__all__ = ["PlainConfig", "check_seed", "MAX_SEED", "MAX_STEPS", "R2_THRESHOLD"]
+__all__ = ["PlainConfig", "check_seed", "MAX_SEED", "MAX_STEPS", "R2_THRESHOLD", "THETA", "MIN_EDGE_R2", "COMPLEXITY_WEIGHT",
+           "HOLDOUT"]
 
 C = TypeVar("C", bound="PlainConfig")
 
@@ -21,6 +22,13 @@ MAX_STEPS = 10**9  # optimiser steps of one run: more would not end in a lifetim
 # R² an edge's primitive must reach to be taken outright (else the trade-off with complexity decides;
 # kansym.symbolic.fit.select_edge_fit): the one default of every r2_threshold (configs, CLI, estimator)
 R2_THRESHOLD = 0.999
+# The defaults below are DiscoverConfig's (kansym.discover.config, where their meaning is given and
+# from which kansym fit's options and KANRegressor's parameters are generated); they are defined here,
+# in the lowest layer, because functions of the lower layers take them as defaults too.
+THETA = 1e-2  # node pruning threshold (KAN paper §2.5.1): kansym.prune.prune, kansym.gpt.prune
+MIN_EDGE_R2 = 0.9  # an edge's best primitive below this R² leaves the edge numeric (kansym.symbolic.compose)
+COMPLEXITY_WEIGHT = 0.05  # w of the formula choice log10(error) + w * complexity (kansym.symbolic.direct)
+HOLDOUT = 0.2  # share of the rows held out to verify a formula (kansym.discover.pysr too)
 
 
 def check_seed(seed: Any, name: str = "seed") -> None:

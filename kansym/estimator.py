@@ -19,11 +19,23 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from kansym.config import R2_THRESHOLD
-from kansym.deadline import DEFAULT_TIME_LIMIT
+from kansym.discover.config import SETTINGS, settings_config, settings_doc
 from kansym.errors import ConfigError, DataError
 
 __all__ = ["KANRegressor"]
+
+_D = {s.name: s.default() for s in SETTINGS}  # the defaults of DiscoverConfig (and of ``kansym fit``)
+
+_UNITS_DOC = """units : mapping of str to str, or str, optional
+    Unit of every feature and of the target (``{"v": "m/s", "E": "kg*m^2/s^2"}``, a
+    CSV/JSON file, or inline ``"v=m/s,E=kg*m^2/s^2"``): the law is first reduced to
+    dimensionless groups (:func:`kansym.discover.dimensional.discover_with_units`, AI
+    Feynman's dimensional analysis). None: no units."""
+
+_NOTES = {  # what the estimator adds to a setting's meaning
+    "screen": ":meth:`predict` still takes every feature.",
+    "time_limit": "Then :meth:`fit` warns (``UserWarning``); ``discovery_.cut_short`` and :meth:`to_record` name the stages.",
+}
 
 
 class KANRegressor:
@@ -31,49 +43,7 @@ class KANRegressor:
 
     Parameters
     ----------
-    hidden : tuple of int
-        Hidden layer widths.
-    grid_size : int
-        B-spline intervals of the trained KAN.
-    steps : int
-        LBFGS steps of the sparsifying training.
-    lamb : float
-        Sparsification strength (L1 penalty, KAN paper eq. 2.20).
-    theta : float
-        Node pruning threshold (KAN paper §2.5.1).
-    space : {"auto", "linear", "log"}
-        Units the KAN learns in (:func:`kansym.discover.structure.choose_space`).
-    library : sequence of str or None
-        Primitive names an edge may take (None: all).
-    r2_threshold : float
-        Per-edge R² a primitive must reach.
-    min_edge_r2 : float
-        Below this an edge stays numeric and the formula is flagged.
-    holdout : float
-        Share of the rows held out to verify the formula.
-    max_train_rows : int or None
-        Rows the KAN trains on at most (a seeded sample of the fitting rows; >= 10).
-    screen : bool
-        Drop, before the KAN, the features a held-out permutation test finds unused
-        (:mod:`kansym.discover.screen`); :meth:`predict` still takes every feature.
-    keep_inputs : sequence of str
-        Feature names the screening never drops.
-    seed : int
-    device : str
-    units : mapping of str to str, or str, optional
-        Unit of every feature and of the target (``{"v": "m/s", "E": "kg*m^2/s^2"}``, a
-        CSV/JSON file, or inline ``"v=m/s,E=kg*m^2/s^2"``): the law is first reduced to
-        dimensionless groups (:func:`kansym.discover.dimensional.discover_with_units`, AI
-        Feynman's dimensional analysis). None: no units.
-    complexity_weight : float
-        Weight ``w`` of the formula choice, ``log10(error) + w * complexity``
-        (:class:`kansym.discover.config.DiscoverConfig`, ``kansym fit --complexity-weight``).
-    time_limit : float or None
-        Seconds :meth:`fit` may take (None: no limit; ``kansym fit --time-limit``). When
-        they run out, the stages stop early, the best verified formula found so far is
-        the answer, and a ``UserWarning`` names what was cut short
-        (``discovery_.cut_short``; also in :meth:`to_record`). A limit that does not bind
-        changes nothing.
+    {settings}
 
     Attributes
     ----------
@@ -105,12 +75,14 @@ class KANRegressor:
     a*b
     """
 
-    def __init__(self, hidden: Sequence[int] = (5,), grid_size: int = 5, steps: int = 20, lamb: float = 0.2,
-                 theta: float = 1e-2, space: str = "auto", library: Sequence[str] | None = None,
-                 r2_threshold: float = R2_THRESHOLD, min_edge_r2: float = 0.9, holdout: float = 0.2,
-                 max_train_rows: int | None = 3000, seed: int = 0, device: str = "cpu",
-                 units: Any = None, complexity_weight: float = 0.05, screen: bool = True,
-                 keep_inputs: Sequence[str] = (), time_limit: float | None = DEFAULT_TIME_LIMIT) -> None:
+    def __init__(self, hidden: Sequence[int] = _D["hidden"], grid_size: int = _D["grid_size"],
+                 steps: int = _D["steps"], lamb: float = _D["lamb"], theta: float = _D["theta"],
+                 space: str = _D["space"], library: Sequence[str] | None = _D["library"],
+                 r2_threshold: float = _D["r2_threshold"], min_edge_r2: float = _D["min_edge_r2"],
+                 holdout: float = _D["holdout"], max_train_rows: int | None = _D["max_train_rows"],
+                 seed: int = _D["seed"], device: str = _D["device"], units: Any = None,
+                 complexity_weight: float = _D["complexity_weight"], screen: bool = _D["screen"],
+                 keep_inputs: Sequence[str] = _D["keep_inputs"], time_limit: float | None = _D["time_limit"]) -> None:
         self.hidden = hidden
         self.grid_size = grid_size
         self.steps = steps
@@ -153,18 +125,8 @@ class KANRegressor:
         return f"KANRegressor({', '.join(changed)})"
 
     def _config(self):
-        from kansym.discover.config import DiscoverConfig
-        from kansym.train.fit import TrainConfig
-
-        return DiscoverConfig(
-            hidden=tuple(int(h) for h in self.hidden), grid_size=self.grid_size,
-            train=TrainConfig(steps=self.steps, lamb=self.lamb, num_threads=1), theta=self.theta,
-            space=self.space, library=None if self.library is None else tuple(self.library),
-            r2_threshold=self.r2_threshold, min_edge_r2=self.min_edge_r2, holdout=self.holdout,
-            max_train_rows=self.max_train_rows, seed=self.seed, device=self.device,
-            complexity_weight=self.complexity_weight, screen=self.screen,
-            keep_inputs=tuple(str(k) for k in self.keep_inputs), time_limit=self.time_limit,
-        )
+        """The :class:`~kansym.discover.config.DiscoverConfig` of the parameters (all but ``units``)."""
+        return settings_config({name: getattr(self, name) for name in self._param_names() if name != "units"})
 
     def fit(self, X: Any, y: Any, *, feature_names: Sequence[str] | None = None,
             target_name: str | None = None) -> "KANRegressor":
@@ -190,7 +152,8 @@ class KANRegressor:
         Warns
         -----
         UserWarning
-            When the formula's held-out R² is more than 0.01 below the model's, or an
+            When the formula's held-out R² is more than
+            :data:`~kansym.discover.result.R2_GAP` (0.01) below the model's, or an
             edge fitted no primitive (:attr:`kansym.discover.result.Formula.warning`); for
             such a partial formula the message goes on with the lines ``kansym fit`` prints
             instead of ``target = ...`` (no closed form was verified, the best one found,
@@ -393,6 +356,12 @@ class KANRegressor:
     def warning_(self) -> str | None:
         """Why the formula is not a verified answer, or None (see :meth:`fit`)."""
         return self._fitted().warning
+
+
+# the Parameters of the docstring: each setting's meaning and default from kansym.discover.config.SETTINGS
+if KANRegressor.__doc__:  # None under python -OO
+    KANRegressor.__doc__ = KANRegressor.__doc__.replace("    {settings}", settings_doc(
+        KANRegressor._param_names(), extra={"units": _UNITS_DOC}, notes=_NOTES))
 
 
 def _equations(rows: Sequence[dict], formula: Any):

@@ -29,3 +29,16 @@ def test_replace_validates_again_and_nested_configs_become_dicts():
         KANConfig().replace(grid_size=0)
     data = DiscoverConfig(hidden=(3,)).to_dict()
     assert data["hidden"] == [3] and data["train"]["lamb"] == TrainConfig().lamb
+
+
+def test_the_configs_import_without_torch_and_the_packages_keep_their_names():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom kansym.discover.config import DiscoverConfig\nDiscoverConfig()\n"
+            "print(sorted(m for m in ('torch', 'sympy', 'networkx') if m in sys.modules))\n"
+            "import importlib, kansym.train.fit, kansym.train as t, kansym.nn as nn, kansym.discover as d\n"
+            "print(t.fit.__name__, t.regularization.__name__, t.fit is importlib.import_module('kansym.train.fit').fit,"
+            " nn.KAN.__name__, d.discover.__module__, d.Formula.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == ["[]", "fit regularization True KAN kansym.discover.run Formula"]

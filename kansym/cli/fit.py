@@ -9,15 +9,14 @@ import click
 from kansym.cli.common import CLIError, check_device, common_options, prepare_out_dir, run_safely, setup_logging
 from kansym.cli.lock import dir_lock_path, output_lock
 from kansym.cli.options import (
-    NON_NEGATIVE, data_options, discover_config, model_options, parse_drop, resolve_data, size_options,
+    data_options, discover_config, model_options, parse_drop, resolve_data, setting_option, size_options,
     symbolic_options,
 )
-from kansym.config import MAX_STEPS
 from kansym.cli.run import (
     check_same_columns, ctrl_c_note, load_resume, prepare_training, remove_finished_checkpoint, resume_command,
     save_interrupted, stop_on_sigterm,
 )
-from kansym.deadline import DEFAULT_TIME_LIMIT, Deadline
+from kansym.deadline import Deadline
 from kansym.errors import ConfigError, FitError
 
 MODEL_OUTPUTS = ["model.pt", "pruned.pt", "graph.json"]
@@ -32,9 +31,9 @@ FORMULA_OUTPUTS = ["formula.json", "formula.tex"]
 @click.option("--out-dir", "-o", default="kansym-out", show_default=True, type=click.Path(), help="Directory for model.pt, pruned.pt, formula.json, formula.tex, graph.json.")
 @click.option("--force", is_flag=True, help="Overwrite existing output files not written by kansym.")
 @click.option("--plots", default=None, type=click.Path(file_okay=False), help="Also write diagram.png, report.png and curves.png of the run in this directory.")
-@click.option("--finetune-steps", default=None, type=click.IntRange(1, MAX_STEPS), help="LBFGS steps of the fine-tuning after pruning.  [default: 20]")
+@setting_option("finetune_steps")
 @click.option("--backend", type=click.Choice(["kan", "pysr"]), default="kan", show_default=True, help="kan: KAN pipeline; pysr: whole-formula search with PySR (pip install 'kansym[pysr]'; needs Julia), writes formula.json/.tex only.")
-@click.option("--time-limit", default=DEFAULT_TIME_LIMIT, show_default=True, type=NON_NEGATIVE, metavar="SECONDS", help="Seconds the run may take (0: no limit), counted from the start of the command. When they run out, the stages stop early and the best verified formula found so far is printed, with a NOTE line naming what was cut short (also in formula.json). A limit that does not bind changes nothing.")
+@setting_option("time_limit", metavar="SECONDS")
 @click.option("--units", default=None, help="Units of every input and the target: a CSV (column,unit) or JSON ({\"column\": \"unit\"}) file, or inline \"v=m/s,c=m/s,E=kg*m^2/s^2\"; the law is first reduced to dimensionless groups (AI Feynman's dimensional analysis). Each unit name is a base dimension: write N as kg*m/s^2.")
 @common_options
 @click.pass_context
@@ -62,11 +61,7 @@ def fit_command(ctx, data, target, inputs, example, dropna, hidden, grid_size, s
     check_device(device)
     drop = parse_drop(drop, inputs, keep_inputs)
     path, target, input_names = resolve_data(data, example, target, inputs, drop)
-    config = discover_config(hidden=hidden, grid_size=grid_size, steps=steps, lamb=lamb, theta=theta, space=space,
-                             lib=lib, r2_threshold=r2_threshold, seed=seed, device=device,
-                             finetune_steps=finetune_steps, complexity_weight=complexity_weight,
-                             max_train_rows=max_train_rows, screen=not no_screen, keep_inputs=keep_inputs,
-                             time_limit=time_limit or None)
+    config = discover_config(ctx.params)
     out = Path(out_dir)
     protect = [path]
     prepare_out_dir(out, MODEL_OUTPUTS + FORMULA_OUTPUTS, force=force, protect=protect, create=False)

@@ -1,22 +1,26 @@
 """Options shared by ``kansym fit`` and ``kansym train``: the data, the model, the symbolic stage.
 
-The CLI only parses: click's types check ranges (and name the flag), and
-:func:`discover_config` hands the values to :class:`~kansym.discover.config.DiscoverConfig`,
-whose own checks (finite values, known primitives) are the only ones.
+The options that set a :class:`~kansym.discover.config.DiscoverConfig` field are generated from
+:data:`~kansym.discover.config.SETTINGS` (:func:`setting_option`): flag, type and range, help
+and default come from there, never restated here. The CLI only parses: click's types check
+ranges (and name the flag), and :func:`discover_config` hands the values to the config, whose
+own checks (finite values, known primitives) are the only others.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any, Callable, Mapping
 
 import click
 
 from kansym.cli.common import CLIError
-from kansym.config import MAX_STEPS, R2_THRESHOLD
+from kansym.discover.config import SETTINGS, Setting, setting, settings_config
 from kansym.errors import ConfigError
 
 __all__ = ["EXAMPLES", "NON_NEGATIVE", "data_options", "model_options", "symbolic_options", "resolve_data", "split_names",
-           "parse_hidden", "discover_config", "size_options", "parse_drop"]
+           "parse_hidden", "discover_config", "size_options", "parse_drop", "setting_option", "option_flag",
+           "OPTION_SETTINGS"]
 
 EXAMPLES = {
     # name: (target, inputs) of the datasets shipped in kansym/data
@@ -89,32 +93,37 @@ def parse_hidden(value: str) -> tuple[int, ...]:
     return widths
 
 
-def discover_config(*, hidden: str = "5", grid_size: int = 5, steps: int | None = None, lamb: float | None = None,
-                    theta: float = 1e-2, space: str = "auto", lib: str | None = None, r2_threshold: float = R2_THRESHOLD,
-                    seed: int = 0, device: str = "cpu", finetune_steps: int | None = None,
-                    complexity_weight: float | None = None, max_train_rows: int | None = None,
-                    screen: bool = True, keep_inputs: str | None = None, time_limit: float | None = None):
-    """The :class:`~kansym.discover.config.DiscoverConfig` of the parsed options (None: the default;
-    for ``time_limit`` None is no limit, which ``kansym train`` runs under: it has no ``--time-limit``).
+def discover_config(options: Mapping[str, Any]):
+    """The :class:`~kansym.discover.config.DiscoverConfig` of a command's parsed options
+    (``ctx.params``): each setting's option (:data:`OPTION_SETTINGS`) that has a value, parsed,
+    over the config's defaults; the other entries are not settings and are ignored.
 
     Raises
     ------
     ConfigError
-        From the config's own checks (e.g. a NaN ``lamb``).
+        A list option that names nothing, or the config's own checks (e.g. a NaN ``lamb``).
     """
-    from kansym.discover.config import DiscoverConfig
+    values = {}
+    for key, value in options.items():
+        row = OPTION_SETTINGS.get(key)
+        if row is not None and value is not None:
+            values[row.name] = _parsed(row, value)
+    return settings_config(values)
 
-    defaults = DiscoverConfig()
-    train = defaults.train.replace(**{k: v for k, v in (("steps", steps), ("lamb", lamb)) if v is not None})
-    finetune = defaults.finetune if finetune_steps is None else defaults.finetune.replace(steps=finetune_steps)
-    return DiscoverConfig(
-        hidden=parse_hidden(hidden), grid_size=grid_size, train=train, finetune=finetune, theta=theta, space=space,
-        library=split_names(lib, LIB_FLAG, LIB_EXAMPLE), r2_threshold=r2_threshold, seed=seed, device=device,
-        complexity_weight=defaults.complexity_weight if complexity_weight is None else complexity_weight,
-        max_train_rows=defaults.max_train_rows if max_train_rows is None else max_train_rows,
-        screen=screen, keep_inputs=split_names(keep_inputs) or (),
-        time_limit=time_limit,
-    )
+
+def _parsed(row: Setting, value: Any) -> Any:
+    """The setting's value of its option's ``value``: lists split, a switch's flag turned into the
+    setting, the ``off`` value (``--time-limit 0``) into None."""
+    if row.kind == "ints":
+        return parse_hidden(value)
+    if row.kind == "names":
+        what, example = (LIB_FLAG, LIB_EXAMPLE) if row.name == "library" else (option_flag(row), "one column")
+        return split_names(value, what, example)
+    if row.kind == "switch":
+        return (not row.default()) if value else row.default()
+    if row.off is not None and value == row.off:
+        return None
+    return value
 
 
 class NonNegativeFinite(click.ParamType):
@@ -144,28 +153,67 @@ def data_options(fn):
     return fn
 
 
+def option_flag(row: Setting) -> str:
+    """The command line's flag of the setting ``row``: ``--name`` with dashes, ``--no-name`` for a switch
+    on by default, or the row's own :attr:`~kansym.discover.config.Setting.flag`."""
+    if row.flag:
+        return row.flag
+    dashed = row.name.replace("_", "-")
+    return f"--no-{dashed}" if row.kind == "switch" and row.default() else f"--{dashed}"
+
+
+def _click_type(row: Setting) -> click.ParamType | None:
+    """A number's range, or the choices, as click checks them (its message names the flag)."""
+    if row.kind == "choice":
+        return click.Choice(list(row.choices))
+    if row.kind == "int":
+        return click.IntRange(row.low, row.high)
+    if row.kind == "float" and row.low == 0 and row.high is None and not row.low_open:
+        return NON_NEGATIVE
+    if row.kind == "float":
+        return click.FloatRange(row.low, row.high, min_open=row.low_open)
+    return None
+
+
+def setting_option(name: str, **overrides: Any) -> Callable:
+    """The click option of the setting ``name`` of :data:`~kansym.discover.config.SETTINGS`: its
+    flag (:func:`option_flag`), type and range, help (meaning, then the command line's syntax) and
+    the config's default, shown in ``--help``; ``overrides`` adds click arguments (``metavar``)."""
+    row = setting(name)
+    default = row.default()
+    text = " ".join(t for t in (row.help, row.cli) if t)
+    if row.off is not None:
+        text = f"{text} {row.off:g}: {row.none}."
+    if row.kind == "switch":
+        kwargs: dict[str, Any] = {"is_flag": True}
+    elif row.kind in ("ints", "names"):
+        shown = ",".join(str(v) for v in default) if default else None
+        kwargs = {"default": shown, "show_default": True if shown else row.none or False}
+    else:
+        kwargs = {"default": default, "show_default": True, "type": _click_type(row)}
+    return click.option(option_flag(row), **{**kwargs, "help": text, **overrides})
+
+
 def symbolic_options(fn):
-    fn = click.option("--r2-threshold", default=R2_THRESHOLD, show_default=True, type=click.FloatRange(0, 1, min_open=True), help="R² an edge's primitive must reach.")(fn)
-    fn = click.option("--complexity-weight", default=0.05, show_default=True, type=NON_NEGATIVE, help="Weight w of the choice of formula: minimise log10(error) + w * complexity (1, 2 inputs: direct search vs the KAN's formula).")(fn)
-    fn = click.option("--lib", default=None, help="Comma-separated primitive names for edges (default: all), e.g. sin,exp,x^2.")(fn)
-    fn = click.option("--theta", default=1e-2, show_default=True, type=NON_NEGATIVE, help="Node pruning threshold theta (>= 0): a hidden node survives iff its largest incoming and outgoing edge scores both exceed it.")(fn)
+    for name in ("r2_threshold", "complexity_weight", "library", "theta"):
+        fn = setting_option(name)(fn)
     return fn
 
 
 def model_options(fn):
     fn = click.option("--resume", default=None, type=click.Path(dir_okay=False), help="Continue the run interrupted (Ctrl-C or SIGTERM) into this checkpoint; give the same data.")(fn)
-    fn = click.option("--space", type=click.Choice(["auto", "linear", "log"]), default="auto", show_default=True, help="Learn in log space (positive multiplicative laws) or linear space.")(fn)
-    fn = click.option("--lamb", default=None, type=NON_NEGATIVE, help="Sparsification strength lamb (>= 0) of the L1 + entropy penalty.  [default: 0.2]")(fn)
-    fn = click.option("--steps", default=None, type=click.IntRange(1, MAX_STEPS), help="LBFGS steps of the sparsifying training.  [default: 20]")(fn)
-    fn = click.option("--grid-size", default=5, show_default=True, type=click.IntRange(min=1), help="B-spline grid intervals G.")(fn)
-    fn = click.option("--hidden", default="5", show_default=True, help="Hidden layer widths, e.g. 5 or 5,3.")(fn)
+    for name in ("space", "lamb", "steps", "grid_size", "hidden"):
+        fn = setting_option(name)(fn)
     return fn
 
 
 def size_options(fn):
     """``kansym fit``'s options on which rows and columns a run uses (issues 19, 37)."""
     fn = click.option("--drop", multiple=True, metavar="COLUMNS", help="Comma-separated columns to leave out of the inputs (repeatable), e.g. a copy of the target: kansym fit names a column that equals the target up to scale.")(fn)
-    fn = click.option("--keep-inputs", default=None, help="Comma-separated input columns the input screening never drops.")(fn)
-    fn = click.option("--no-screen", "no_screen", is_flag=True, help="Keep every input column: no screening before the KAN (by default columns that a held-out permutation test finds unused are dropped, with a notice).")(fn)
-    fn = click.option("--max-train-rows", default=None, type=click.IntRange(min=10), help="Rows the KAN trains on at most (seeded sample of the fitting rows; the symbolic stages and the verification use the others too).  [default: 3000]")(fn)
+    for name in ("keep_inputs", "screen", "max_train_rows"):
+        fn = setting_option(name)(fn)
     return fn
+
+
+OPTION_SETTINGS = {option_flag(s).lstrip("-").replace("-", "_"): s for s in SETTINGS}
+"""The setting each option sets, by the option's parameter name (``lib``: ``library``, ``no_screen``: ``screen``)."""

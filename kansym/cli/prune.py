@@ -8,12 +8,12 @@ from pathlib import Path
 import click
 
 from kansym.cli.common import check_device, check_output_file, common_options, run_safely, setup_logging
-from kansym.cli.options import NON_NEGATIVE
+from kansym.cli.options import setting_option
 
 
 @click.command("prune")
 @click.argument("checkpoint", type=click.Path(dir_okay=False))
-@click.option("--theta", default=1e-2, show_default=True, type=NON_NEGATIVE, help="A hidden node survives iff its largest incoming and outgoing edge L1 norms both exceed theta.")
+@setting_option("theta")
 @click.option("--output", "-o", default=None, type=click.Path(dir_okay=False), help="Pruned checkpoint (default: CHECKPOINT with -pruned before .pt).")
 @click.option("--data", default=None, type=click.Path(dir_okay=False), help="Score nodes on this CSV instead of the checkpoint's calibration rows.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")

@@ -23,6 +23,7 @@ from typing import Iterator
 import click
 
 from kansym.cli.common import check_output_file
+from kansym.cli.options import OPTION_SETTINGS, option_flag
 from kansym.errors import ConfigError, KansymError
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "stop_on_sigterm", "interrupted_status", "ctrl_c_note",
@@ -32,10 +33,6 @@ __all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "stop_on_sigterm", "interrupte
 # exit status of a run stopped by Ctrl-C (128 + SIGINT) or by SIGTERM (128 + 15), as shells report them
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
-
-# command-line option -> DiscoverConfig field (dotted for the nested TrainConfig) it sets
-OPTION_FIELDS = {"hidden": "hidden", "grid_size": "grid_size", "space": "space", "seed": "seed",
-                 "lamb": "train.lamb", "steps": "train.steps"}
 
 _terminated = threading.Event()  # set by the SIGTERM handler of stop_on_sigterm
 
@@ -100,9 +97,10 @@ def prepare_training() -> None:
 
 
 def given_fields(ctx: click.Context) -> set[str]:
-    """The config fields (:data:`OPTION_FIELDS`) of the options given on the command line."""
-    return {OPTION_FIELDS[n] for n in ctx.params
-            if n in OPTION_FIELDS and ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
+    """The config fields (dotted for a nested one, ``"train.steps"``) of the setting options
+    (:data:`~kansym.cli.options.OPTION_SETTINGS`) given on the command line."""
+    return {OPTION_SETTINGS[n].field for n in ctx.params
+            if n in OPTION_SETTINGS and ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
 
 
 def load_resume(resume: str | None, config, ctx: click.Context):
@@ -122,7 +120,7 @@ def load_resume(resume: str | None, config, ctx: click.Context):
     try:
         config = merge_resume_config(point.config, config, given_fields(ctx), trained=point.trained)
     except ResumeConflict as exc:
-        flag = "--" + next(o for o, f in OPTION_FIELDS.items() if f == exc.field).replace("_", "-")
+        flag = next(option_flag(s) for s in OPTION_SETTINGS.values() if s.field == exc.field)
         raise ConfigError(f"cannot resume with {flag} {_show(exc.given)}: the run was started with {_show(exc.saved)}; "
                           f"drop {flag} or start a new run") from None
     if point.state is not None and config.train.steps < point.state.step:

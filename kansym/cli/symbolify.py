@@ -9,8 +9,7 @@ import click
 from kansym.cli.common import (
     check_device, check_output_file, common_options, run_safely, setup_logging, write_output_text,
 )
-from kansym.cli.options import NON_NEGATIVE
-from kansym.config import R2_THRESHOLD
+from kansym.cli.options import discover_config, setting_option
 
 
 @click.command("symbolify")
@@ -19,9 +18,9 @@ from kansym.config import R2_THRESHOLD
 @click.option("--python", "python_out", default=None, type=click.Path(dir_okay=False), help="Write the formula as a numpy function (Python source) to this file.")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), help="Write the formula record (sympy, latex, R², edges) to this JSON file.")
 @click.option("--data", default=None, type=click.Path(dir_okay=False), help="Refine and verify on this CSV instead of the checkpoint's calibration rows.")
-@click.option("--lib", default=None, help="Comma-separated primitive names (default: all).")
-@click.option("--r2-threshold", default=R2_THRESHOLD, show_default=True, type=click.FloatRange(0, 1, min_open=True), help="R² an edge's primitive must reach.")
-@click.option("--complexity-weight", default=0.05, show_default=True, type=NON_NEGATIVE, help="Weight w of the choice of formula: minimise log10(error) + w * complexity (1, 2 inputs: direct search vs the KAN's formula).")
+@setting_option("library")
+@setting_option("r2_threshold")
+@setting_option("complexity_weight")
 @click.option("--force", is_flag=True, help="Overwrite existing output files not written by kansym.")
 @common_options
 @run_safely
@@ -31,9 +30,7 @@ def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2
     The formula's constants are refit on the data and snapped to simple values;
     its R² on the data and against the model are printed.
     """
-    from kansym.cli.options import LIB_EXAMPLE, LIB_FLAG, split_names
     from kansym.cli.report import print_formulas
-    from kansym.discover.config import DiscoverConfig
     from kansym.discover.record import dumps, formula_record, tex_text
     from kansym.discover.stages import symbolify_bundle
     from kansym.io.bundle import ModelBundle
@@ -45,8 +42,8 @@ def symbolify_command(checkpoint, latex_out, python_out, json_out, data, lib, r2
     outs = [Path(p) for p in (latex_out, python_out, json_out) if p]
     for p in outs:
         check_output_file(p, force=force, protect=protect)
-    config = DiscoverConfig(library=split_names(lib, LIB_FLAG, LIB_EXAMPLE), r2_threshold=r2_threshold, seed=seed,
-                            complexity_weight=complexity_weight)
+    config = discover_config({"lib": lib, "r2_threshold": r2_threshold, "seed": seed,
+                              "complexity_weight": complexity_weight})
     bundle = ModelBundle.load(src)
     x = y = None
     if data:

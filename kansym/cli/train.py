@@ -39,8 +39,7 @@ def train_command(ctx, data, target, inputs, example, dropna, hidden, grid_size,
     setup_logging(quiet)
     check_device(device)
     path, target, input_names = resolve_data(data, example, target, inputs)
-    config = discover_config(hidden=hidden, grid_size=grid_size, steps=steps, lamb=lamb, space=space, seed=seed,
-                             device=device)
+    config = discover_config(ctx.params).replace(time_limit=None)  # no --time-limit: no limit
     out = Path(output)
     protect = [path]
     check_output_file(out, force=force, protect=protect)

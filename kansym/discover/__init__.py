@@ -20,17 +20,31 @@ the stage running, its line on a terminal), :mod:`~kansym.discover.result` (:cla
 training), :mod:`~kansym.discover.record` (``formula.json``), :mod:`~kansym.discover.units`
 and :mod:`~kansym.discover.dimensional` (physical units), :mod:`~kansym.discover.pysr` (the
 PySR backend).
+
+The names below import their module on first use (PEP 562), so that :mod:`~kansym.discover.config`
+is read without torch, e.g. by ``kansym --help``.
 """
 
-from kansym.discover.config import DiscoverConfig
-from kansym.discover.dimensional import UnitsDiscovery, discover_with_units
-from kansym.discover.record import FormulaRecord, discovery_record, formula_record, read_record
-from kansym.discover.result import Discovery, Formula, RunInterrupted, split_holdout
-from kansym.discover.resume import ResumePoint, load_resume, read_resume
-from kansym.discover.run import discover, train
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = [
     "DiscoverConfig", "Discovery", "Formula", "RunInterrupted", "UnitsDiscovery", "FormulaRecord", "ResumePoint",
     "discover", "train", "discover_with_units", "formula_record", "discovery_record", "read_record", "load_resume", "read_resume",
     "split_holdout",
 ]
+
+_WHERE = {
+    "DiscoverConfig": "config", "UnitsDiscovery": "dimensional", "discover_with_units": "dimensional",
+    "FormulaRecord": "record", "discovery_record": "record", "formula_record": "record", "read_record": "record",
+    "Discovery": "result", "Formula": "result", "RunInterrupted": "result", "split_holdout": "result",
+    "ResumePoint": "resume", "load_resume": "resume", "read_resume": "resume", "discover": "run", "train": "run",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"kansym.discover.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'kansym.discover' has no attribute {name!r}")

@@ -37,6 +37,7 @@ import numpy as np
 import sympy
 from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
 
+from kansym.config import HOLDOUT
 from kansym.discover.result import Formula, split_holdout
 from kansym.errors import ConfigError, FitError
 from kansym.symbolic.compose import input_symbols, lambdify_formula
@@ -191,7 +192,7 @@ def formulas_from_table(table: Any, symbols: Sequence[sympy.Symbol], target: str
 
 
 def discover_pysr(x: np.ndarray, y: np.ndarray, input_names: Sequence[str], target: str,
-                  config: PySRConfig | None = None, *, holdout: float = 0.2, seed: int = 0):
+                  config: PySRConfig | None = None, *, holdout: float = HOLDOUT, seed: int = 0):
     """Run PySR on ``x (N, d)``, ``y (N,)`` and verify its answer on held-out rows.
 
     Returns

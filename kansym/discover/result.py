@@ -11,6 +11,7 @@ import numpy as np
 import sympy
 from sympy.core.function import AppliedUndef
 
+from kansym.discover.config import MIN_HOLDOUT_ROWS, MIN_ROWS  # settings of a run, defined with its config
 from kansym.io.bundle import ModelBundle
 from kansym.prune.prune import PruneResult
 from kansym.symbolic.compose import SymbolicKAN, lambdify_formula
@@ -21,8 +22,6 @@ from kansym.symbolic.verify import RESIDUAL_ALPHA, ResidualTest, formula_residua
 __all__ = ["Formula", "ClosedForm", "Discovery", "RunInterrupted", "split_holdout", "MIN_ROWS", "MIN_HOLDOUT_ROWS",
            "R2_GAP"]
 
-MIN_ROWS = 10  # fewer rows cannot train and validate a KAN
-MIN_HOLDOUT_ROWS = 20  # fewer held-out rows than this would make a noisy verdict
 R2_GAP = 0.01  # a formula this much below the model's held-out R² is flagged
 REFERENCE_FACTOR = 10.0  # a formula with this many times the reference model's 1 - R² is flagged ...
 REFERENCE_FLOOR = 1e-4  # ... when its 1 - R² is above this

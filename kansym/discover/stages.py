@@ -29,7 +29,7 @@ import numpy as np
 import sympy
 import torch
 
-from kansym.config import R2_THRESHOLD
+from kansym.config import COMPLEXITY_WEIGHT, MIN_EDGE_R2, R2_THRESHOLD, THETA
 from kansym.deadline import Deadline, time_is_up
 from kansym.discover.choice import choose_formula, settle_partial
 from kansym.discover.config import DiscoverConfig
@@ -181,7 +181,7 @@ def _starting_point(x: np.ndarray, y: np.ndarray, resume: ResumePoint | None, *,
     return _Start(space, transform, KAN(kcfg).to(torch_type), None, torch_type)
 
 
-def prune_stage(bundle: ModelBundle, *, theta: float = 1e-2) -> tuple[ModelBundle, PruneResult]:
+def prune_stage(bundle: ModelBundle, *, theta: float = THETA) -> tuple[ModelBundle, PruneResult]:
     """Prune a bundled model's hidden nodes on its calibration rows (KAN paper §2.5.1).
 
     The report saved in the new bundle's meta (``prune_report``) also holds the model's
@@ -259,10 +259,10 @@ def symbolify_stage(
     *,
     library: Sequence[str] | None = None,
     r2_threshold: float = R2_THRESHOLD,
-    min_edge_r2: float = 0.9,
+    min_edge_r2: float = MIN_EDGE_R2,
     simplify: bool = True,
     direct: Sequence[DirectCandidate] | None = None,
-    complexity_weight: float = 0.05,
+    complexity_weight: float = COMPLEXITY_WEIGHT,
     deadline: Deadline | None = None,
     stages: Stages | None = None,
 ) -> tuple[SymbolicKAN, tuple[Formula, ...]]:

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 import torch
 
+from kansym.config import THETA
 from kansym.errors import ConfigError
 from kansym.gpt.ffn import KANFFN, edge_scores
 from kansym.gpt.grkan import GRKANFFN
@@ -273,7 +274,7 @@ def _surviving_units(strength: torch.Tensor, theta: float, floor: int) -> torch.
 
 def prune_gpt(
     model: KANGPT,
-    theta: float = 1e-2,
+    theta: float = THETA,
     *,
     idx: torch.Tensor | None = None,
     score: str | None = None,

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from kansym.config import PlainConfig, check_seed
 from kansym.errors import ConfigError
 
-__all__ = ["KANConfig", "BASE_FUNCTIONS"]
+__all__ = ["KANConfig", "BASE_FUNCTIONS", "GRID_EPS"]
 
 BASE_FUNCTIONS = ("silu", "zero")
+GRID_EPS = 0.02  # weight of the uniform grid when grids adapt to samples (KAN paper §2.4): every grid_eps default
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class KANConfig(PlainConfig):
     scale_base_sigma: float = 1.0
     scale_sp: float = 1.0
     base_fun: str = "silu"
-    grid_eps: float = 0.02
+    grid_eps: float = GRID_EPS
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from kansym.nn.config import GRID_EPS
 from kansym.nn.fast import FeatureCache, SplinePlan, kan_linear, kan_linear_l1, make_plan, spline_basis
 from kansym.nn.spline import coef_to_curve, curve_to_coef, grid_from_samples, make_grid
 
@@ -212,7 +213,7 @@ class KANLayer(nn.Module):
         return base + spline
 
     @torch.no_grad()
-    def update_grid(self, x: torch.Tensor, *, grid_eps: float = 0.02, margin: float = 0.0) -> None:
+    def update_grid(self, x: torch.Tensor, *, grid_eps: float = GRID_EPS, margin: float = 0.0) -> None:
         """Move the knots to the sample distribution, keeping every edge function.
 
         The spline part of each edge is sampled at ``x``, new knots are placed by
@@ -240,7 +241,7 @@ class KANLayer(nn.Module):
         return coef
 
     @torch.no_grad()
-    def extend_grid(self, x: torch.Tensor, grid_size: int, *, grid_eps: float = 0.02) -> "KANLayer":
+    def extend_grid(self, x: torch.Tensor, grid_size: int, *, grid_eps: float = GRID_EPS) -> "KANLayer":
         """A copy of this layer on a finer (or coarser) grid of ``grid_size`` intervals.
 
         The new splines are least-squares fits of the old ones on the samples ``x``

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from kansym.nn.config import GRID_EPS
+
 __all__ = [
     "make_grid",
     "grid_from_samples",
@@ -63,7 +65,7 @@ def make_grid(
 
 
 def grid_from_samples(
-    x: torch.Tensor, grid_size: int, spline_order: int, *, grid_eps: float = 0.02, margin: float = 0.0
+    x: torch.Tensor, grid_size: int, spline_order: int, *, grid_eps: float = GRID_EPS, margin: float = 0.0
 ) -> torch.Tensor:
     """Knots adapted to samples: a mix of sample quantiles and a uniform grid.
 

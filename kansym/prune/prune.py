@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from kansym.config import THETA
 from kansym.errors import ConfigError
 from kansym.nn.kan import KAN
 from kansym.prune.scores import edge_scores, node_scores_from_edges
@@ -180,7 +181,7 @@ def subset(model: KAN, kept: Any) -> KAN:
     return new
 
 
-def prune(model: KAN, x: Any, *, theta: float = 1e-2, prune_inputs: bool = False) -> PruneResult:
+def prune(model: KAN, x: Any, *, theta: float = THETA, prune_inputs: bool = False) -> PruneResult:
     """Remove hidden nodes whose incoming or outgoing score is at most ``theta``.
 
     Hidden node ``i`` of layer ``l`` survives iff ``I_{l,i} > theta`` and

@@ -21,7 +21,7 @@ import numpy as np
 import sympy
 import torch
 
-from kansym.config import R2_THRESHOLD
+from kansym.config import MIN_EDGE_R2, R2_THRESHOLD
 from kansym.deadline import Deadline, time_is_up
 from kansym.errors import DataError
 from kansym.nn.kan import KAN
@@ -171,7 +171,7 @@ def symbolify(
     library: Sequence[Primitive] | Sequence[str] | None = None,
     r2_threshold: float = R2_THRESHOLD,
     constant_tol: float = 1e-3,
-    min_r2: float = 0.9,
+    min_r2: float = MIN_EDGE_R2,
     exhaustive: bool = True,
     deadline: Deadline | None = None,
 ) -> tuple[SymbolicKAN, dict[EdgeId, list[EdgeFit]]]:

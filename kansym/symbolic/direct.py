@@ -49,6 +49,7 @@ from typing import Callable, NamedTuple, Sequence
 import numpy as np
 import sympy
 
+from kansym.config import COMPLEXITY_WEIGHT
 from kansym.deadline import Deadline, time_is_up
 from kansym.symbolic.vocabulary import occupation_candidates
 from kansym.symbolic.vocabulary import _INVERSE_NP, _SLOPE, _design, _dictionary, _expression, _rational, _transforms
@@ -295,7 +296,7 @@ def _signed(symbols: Sequence[sympy.Symbol], x: np.ndarray) -> dict[sympy.Symbol
 
 
 def direct_search(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Symbol], *,
-                  complexity_weight: float = 0.05, max_terms: int = 3, keep: int = 4,
+                  complexity_weight: float = COMPLEXITY_WEIGHT, max_terms: int = 3, keep: int = 4,
                   refine_top: int = 4, noise: float | None = None, relative: bool = False,
                   factor: np.ndarray | None = None, deadline: Deadline | None = None) -> list[DirectCandidate]:
     """Search small formulas ``y = f(x)`` for one or two inputs.

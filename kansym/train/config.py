@@ -5,12 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
-
 from kansym.config import MAX_STEPS, PlainConfig, check_seed
 from kansym.errors import ConfigError
 
-__all__ = ["TrainConfig", "OPTIMIZERS"]
+__all__ = ["TrainConfig", "OPTIMIZERS", "FINETUNE"]
 
 OPTIMIZERS = ("lbfgs", "adam")
 
@@ -116,7 +114,15 @@ class TrainConfig(PlainConfig):
             raise ConfigError(f"lbfgs_max_iter must be at least 1, got {self.lbfgs_max_iter}")
         if self.num_threads is not None and self.num_threads < 1:
             raise ConfigError(f"num_threads must be at least 1 or None, got {self.num_threads}")
-        try:
-            torch.device(self.device)
-        except (RuntimeError, TypeError) as exc:
-            raise ConfigError(f"device {self.device!r} is not a torch device: {exc}") from None
+        if self.device != "cpu":  # always a torch device; the check imports torch (a second), which --help need not
+            import torch
+
+            try:
+                torch.device(self.device)
+            except (RuntimeError, TypeError) as exc:
+                raise ConfigError(f"device {self.device!r} is not a torch device: {exc}") from None
+
+
+FINETUNE = TrainConfig(lamb=0.0, stop_grid_update_step=20)
+"""The fine-tuning recipe (:func:`kansym.train.fit.finetune`, ``DiscoverConfig.finetune``): 20 LBFGS
+steps without sparsity, grid updates every 5 steps throughout."""

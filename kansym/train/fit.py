@@ -24,7 +24,7 @@ from kansym.deadline import Deadline, time_is_up
 from kansym.errors import ConfigError, FitError
 from kansym.nn.fast import FeatureCache
 from kansym.nn.kan import KAN
-from kansym.train.config import OPTIMIZERS, TrainConfig
+from kansym.train.config import FINETUNE, OPTIMIZERS, TrainConfig
 from kansym.train.history import FitResult, History
 from kansym.train.optim import FlatParams, as_flat_lbfgs_state, make_optimizer
 from kansym.train.regularization import sampled_regularization, training_loss
@@ -417,8 +417,8 @@ def finetune(
 
     The grid is first extended to ``grid_size`` intervals on the inputs (KAN paper
     §2.4, grid extension), then :func:`fit` runs with ``config`` (default:
-    ``TrainConfig(lamb=0.0, stop_grid_update_step=20)``: 20 LBFGS steps without
-    sparsity, grid updates every 5 steps throughout). On the hello world, the pruned
+    :data:`kansym.train.config.FINETUNE`, ``TrainConfig(lamb=0.0, stop_grid_update_step=20)``:
+    20 LBFGS steps without sparsity, grid updates every 5 steps throughout). On the hello world, the pruned
     ``(2, 1, 1)`` model polished on ``grid_size=10`` reaches validation MSE 1e-5..1e-7
     (standardised units).
 
@@ -446,7 +446,7 @@ def finetune(
     FitError
         As :func:`fit`.
     """
-    config = TrainConfig(lamb=0.0, stop_grid_update_step=20) if config is None else config
+    config = FINETUNE if config is None else config
     if grid_size is not None:
         if grid_size < 1:
             raise ConfigError(f"grid_size must be at least 1, got {grid_size}")
