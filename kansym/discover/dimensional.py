@@ -46,7 +46,7 @@ from kansym.discover.result import ClosedForm, Discovery, Formula, split_holdout
 from kansym.discover.run import discover
 from kansym.discover.structure import interaction_error, interaction_r2
 from kansym.discover.stages import wants_direct_search
-from kansym.discover.units import parse_unit, reduction_meta
+from kansym.discover.units import read_units, reduction_meta
 from kansym.errors import DataError
 from kansym.symbolic.compose import input_symbols, lambdify_formula, predictions
 from kansym.symbolic.direct import choose_significant, direct_search, selection_score, significantly_better
@@ -592,10 +592,7 @@ def _discover_with_units(x, y, names: list[str], target: str, units, config: Dis
     indices (:func:`~kansym.discover.result.split_holdout`)."""
     if y.shape[1] != 1:
         raise DataError(f"discovery with units takes one target, got {y.shape[1]}")
-    missing = [c for c in [*names, target] if c not in units]
-    if missing:
-        raise DataError(f"no unit given for column(s) {', '.join(missing)}; every input and the target need one")
-    parsed = {c: (parse_unit(units[c]) if isinstance(units[c], str) else dict(units[c])) for c in [*names, target]}
+    parsed = read_units(units, [*names, target])  # one line naming a column without a unit, or an unreadable one
     text = {c: (units[c] if isinstance(units[c], str) else str(units[c])) for c in [*names, target]}
     asked = config  # the columns without the reduction are searched as discover() searches them (screened)
     # the units name every variable the law may use: the reduction, not the input screening, shrinks them

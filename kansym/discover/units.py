@@ -127,15 +127,26 @@ def read_units_table(source: str | Mapping[str, str]) -> dict[str, str]:
     return table
 
 
-def read_units(source: str | Mapping[str, str], columns: Sequence[str]) -> dict[str, dict[str, Fraction]]:
+def read_units(source: str | Mapping[str, str | Mapping], columns: Sequence[str]) -> dict[str, dict[str, Fraction]]:
     """Parsed units of ``columns`` (:func:`read_units_table`, :func:`parse_unit`).
+
+    Parameters
+    ----------
+    source : str or mapping
+        As :func:`read_units_table`; a mapping's value may also be a unit already parsed
+        (``{"m": 1, "s": -1}``).
+    columns : sequence of str
+        Every input and the target.
 
     Raises
     ------
     DataError
         On an unreadable file or unit, or a column without a unit (named).
     """
-    table = read_units_table(source)
+    if isinstance(source, Mapping) and any(isinstance(v, Mapping) for v in source.values()):
+        table = {str(k): v if isinstance(v, Mapping) else str(v) for k, v in source.items()}
+    else:
+        table = read_units_table(source)
     missing = [c for c in columns if c not in table]
     if missing:
         raise DataError(f"no unit given for column(s) {', '.join(missing)}; every input and the target need one "
@@ -144,7 +155,7 @@ def read_units(source: str | Mapping[str, str], columns: Sequence[str]) -> dict[
     if extra:
         log.warning("units given for %s, which %s not among the columns used (%s); ignored",
                     ", ".join(extra), "is" if len(extra) == 1 else "are", ", ".join(columns))
-    return {c: parse_unit(table[c]) for c in columns}
+    return {c: dict(table[c]) if isinstance(table[c], Mapping) else parse_unit(table[c]) for c in columns}
 
 
 def _read_units_file(path) -> dict[str, str]:
