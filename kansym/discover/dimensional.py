@@ -39,6 +39,7 @@ import sympy
 from sympy.core.function import AppliedUndef
 
 from kansym.deadline import Deadline, time_is_up
+from kansym.discover.choice import choose, significantly_better
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.rows import (ColumnScales, check_representable, formula_to_table, symbolic_to_table,
     working_scales)
@@ -49,7 +50,7 @@ from kansym.discover.stages import wants_direct_search
 from kansym.discover.units import read_units, reduction_meta
 from kansym.errors import DataError
 from kansym.symbolic.compose import input_symbols, lambdify_formula, predictions
-from kansym.symbolic.direct import choose_significant, direct_search, selection_score, significantly_better
+from kansym.symbolic.direct import DirectCandidate, direct_search
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import simplify_formula, refine
 from kansym.symbolic.verify import ResidualTest, residual_test, fidelity, nrmse, r2_score
@@ -343,13 +344,14 @@ def weighted_search(g, yp, res: Discovery, found: Formula, rows: ReducedRows, co
     ``y / prod x^p`` carries the target's noise divided by the monomial: an unweighted search
     on the groups is decided by the rows of small monomial, the noisiest (a polynomial in
     ``v/c`` then fits as well as ``1/sqrt(1 - v^2/c^2)``). Weighted by the monomial, each
-    row counts as it does in the target. Its choice
-    (:func:`~kansym.symbolic.direct.choose_significant`) replaces ``found`` when its
-    :func:`~kansym.symbolic.direct.selection_score` on the held-out rows, in the target's units
-    with errors raised to a smooth weighted fit's (the noise floor), is lower, or when it is
-    :func:`~kansym.symbolic.direct.significantly_better` there; a flagged ``found`` only when no
-    candidate of the search fits significantly better than the choice. None when the search
-    does not apply (more than two groups, a monomial of nearly constant size) or loses.
+    row counts as it does in the target. Its choice (:func:`kansym.discover.choice.choose` on
+    the fitting rows, residuals weighted by the monomial) replaces ``found`` when it wins
+    :func:`~kansym.discover.choice.choose` against it on the held-out rows, in the target's
+    units, ``found`` the incumbent and errors raised to a smooth weighted fit's (the noise
+    floor); a flagged ``found`` only when no candidate of the search fits significantly better
+    than the choice, whatever its constants and nodes
+    (:func:`~kansym.discover.choice.significantly_better` with ``any_size``). None when the
+    search does not apply (more than two groups, a monomial of nearly constant size) or loses.
     """
     red, x, yv, fit_idx, test_idx, symbols = rows.red, rows.x, rows.y, rows.fit_idx, rows.test_idx, rows.symbols
     k = len(red.groups)
@@ -365,7 +367,11 @@ def weighted_search(g, yp, res: Discovery, found: Formula, rows: ReducedRows, co
                                 noise=floor, factor=mono[fit_idx], refine_top=WEIGHTED_REFINE_TOP, deadline=deadline)
     for c in found_cands:
         log.debug("weighted direct search candidate: %s (error %.6g, complexity %d)", c.expr, c.error, c.complexity)
-    best = choose_significant(found_cands, config.complexity_weight, len(fit_idx))
+
+    def fit_residual(c: DirectCandidate) -> np.ndarray:  # as the search's errors: each row weighted by its monomial
+        with np.errstate(all="ignore"):
+            return mono[fit_idx] * (predictions(c.expr, group_symbols, g[fit_idx]) - yp[fit_idx])
+    best, _ = choose(found_cands, config.complexity_weight, residual=fit_residual)
     if best is None:
         return None
     f0 = res.formulas[0]
@@ -374,36 +380,34 @@ def weighted_search(g, yp, res: Discovery, found: Formula, rows: ReducedRows, co
                  closed_form=None, front=tuple(replace(e, chosen=False) for e in f0.front))
     fw = replace(fw, residual=fw.residual_test(g[fit_idx], yp[fit_idx], g[test_idx], yp[test_idx]))
     mapped = map_back(fw, res, rows)
-
-    def error(f: Formula) -> float:
-        pred = predictions(f.expr, symbols, x[test_idx])
-        err = nrmse(yv[test_idx], pred)
-        return err if np.isfinite(err) else np.inf
-
-    e_found, e_mapped = error(found), error(mapped)
+    old, new = (_on_held_out(f, symbols, x[test_idx], yv[test_idx]) for f in (found, mapped))
     # the noise: the smooth fit's error, or less when a formula does better (an exact law)
-    noise = min(e_found, e_mapped, floor) if np.isfinite(floor) else min(e_found, e_mapped)
-    s_found, s_mapped = (selection_score(max(e, noise), expression_complexity(f.expr), config.complexity_weight)
-                         for e, f in ((e_found, found), (e_mapped, mapped)))
+    noise = min(old.error, new.error, floor) if np.isfinite(floor) else min(old.error, new.error)
     # at the noise floor a law and its approximation differ by a few % of error, less than the
     # score's price of a node: a significantly smaller held-out error decides too
-    ratio = (e_found / e_mapped) ** 2 if e_mapped > 0 else np.inf
-    significant = significantly_better(
-        e_mapped, len(mapped.expr.atoms(sympy.Float)), expression_complexity(mapped.expr),
-        (e_found, len(found.expr.atoms(sympy.Float)), expression_complexity(found.expr)), len(test_idx))
-    log.debug("weighted direct search on the groups: %s (score %.3f) vs %s (%.3f); ratio of squared errors %.3f",
-              mapped.expr, s_mapped, found.expr, s_found, ratio)
+    winner, why = choose([new], config.complexity_weight, incumbent=old, floor=noise)
+    log.debug("weighted direct search on the groups: %s (error %.6g) vs %s (%.6g): %s", mapped.expr, new.error,
+              found.expr, old.error, why)
+    if winner is not new:
+        return None
     # a flagged formula gives way only to one no candidate of the search fits significantly better
     # (a series chosen over a template of more nodes that fits better is no law either)
-    beaten = any(significantly_better(c.error, 0, 0, (best.error, 0, 0), len(fit_idx)) for c in found_cands)
-    if not (s_mapped < s_found or significant) or (found.warning is not None and beaten):
+    if found.warning is not None and any(significantly_better(c, best, fit_residual, any_size=True) is not None
+                                         for c in found_cands):
         return None
-    why = (f"selection score {s_mapped:.3f} < {s_found:.3f}" if s_mapped < s_found else
-           f"{ratio:.3f} times less squared error, no more fitted constants")
     reason = (f"the direct search on the groups weighted by the monomial {red.monomial(symbols)} (each row as in "
               f"{rows.target}): {mapped.expr} chosen over {found.expr} ({why}, on the held-out rows)")
     log.info("%s", reason)
     return replace(mapped, reason=reason, origin="direct search")
+
+
+def _on_held_out(f: Formula, symbols, x_test: np.ndarray, y_test: np.ndarray) -> DirectCandidate:
+    """``f`` as :func:`~kansym.discover.choice.choose` sees it on the held-out rows, in the target's units."""
+    pred = predictions(f.expr, symbols, x_test)
+    with np.errstate(all="ignore"):
+        err = nrmse(y_test, pred)
+        return DirectCandidate(f.expr, err if np.isfinite(err) else np.inf, expression_complexity(f.expr), f.origin,
+                               residual=pred - y_test)
 
 
 def monomial_size(red: Reduction, symbols, x: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Discovery with PySR instead of a KAN (``kansym fit --backend pysr``): the one PySR backend, verified like the KAN's.
 
 PySR (Cranmer 2023, arXiv:2305.01582) searches whole formulas on the fitting rows; its
-answer (:func:`choose_best`, PySR's ``model_selection="best"``)
+answer (:func:`pysr_best`, PySR's ``model_selection="best"``: a reading of PySR's output, not kansym's choice)
 is verified on the held-out rows of :func:`kansym.discover.result.split_holdout` and
 returned as the same :class:`~kansym.discover.result.Formula` the KAN pipeline returns.
 PySR needs Julia; it is imported lazily (:func:`import_pysr`).
@@ -44,7 +44,7 @@ from kansym.symbolic.compose import input_symbols, lambdify_formula
 from kansym.symbolic.pareto import pareto_front
 from kansym.symbolic.verify import fidelity
 
-__all__ = ['PySRConfig', 'import_pysr', 'parse_pysr_equation', 'choose_best', 'formulas_from_table', 'discover_pysr']
+__all__ = ['PySRConfig', 'import_pysr', 'parse_pysr_equation', 'pysr_best', 'formulas_from_table', 'discover_pysr']
 
 
 INSTALL_HINT = "pip install 'kansym[pysr]'"
@@ -139,11 +139,19 @@ def parse_pysr_equation(text: str, symbols: Sequence[sympy.Symbol]) -> sympy.Exp
     return expr
 
 
-def choose_best(complexity: Sequence[int], loss: Sequence[float]) -> int:
+def pysr_best(complexity: Sequence[int], loss: Sequence[float]) -> int:
     """Index of PySR's ``"best"`` equation: highest score among losses <= 1.5 x the lowest.
 
     The score of equation ``k`` (sorted by complexity) is
-    ``-(log loss_k - log loss_{k-1}) / (complexity_k - complexity_{k-1})``, 0 for the first.
+    ``-(log loss_k - log loss_{k-1}) / (complexity_k - complexity_{k-1})``, 0 for the first
+    (Cranmer 2023, arXiv:2305.01582, §3; PySR documentation, ``PySRRegressor.model_selection``).
+
+    This is a reading of PySR's output, not a choice of kansym's (that is
+    :func:`kansym.discover.choice.choose`): ``--backend pysr`` answers with the formula PySR
+    itself gives, so that it is PySR that is measured (the benchmarks compare it as a peer), and
+    kansym's part is the verification on held-out rows that follows. PySR's hall of fame holds
+    only losses on the fitting rows in PySR's own complexity measure, which kansym's score and
+    significance test (held-out errors, expression nodes, residuals) do not read.
     """
     comp = np.asarray(complexity, dtype=float)
     lo = np.maximum(np.asarray(loss, dtype=float), 1e-300)
@@ -179,7 +187,7 @@ def formulas_from_table(table: Any, symbols: Sequence[sympy.Symbol], target: str
     if table is None or len(table) == 0:
         raise FitError("PySR returned no equation; give it more iterations")
     exprs = [parse_pysr_equation(t, symbols) for t in table["equation"]]
-    best = exprs[choose_best(list(table["complexity"]), list(table["loss"]))]
+    best = exprs[pysr_best(list(table["complexity"]), list(table["loss"]))]
     held_out = x_test is not None and y_test is not None
     xt, yt = (x_test, y_test) if held_out else (x, y)
     fid = fidelity(lambdify_formula(best, symbols), x, y)

@@ -31,12 +31,13 @@ import numpy as np
 
 from kansym.deadline import Deadline, time_is_up
 from kansym.discover.progress import stage_deadline
+from kansym.discover.choice import kept_run
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.rows import ColumnScales, Rows, check_run, discovery_to_table, finetune_grid, working_scales
 from kansym.discover.resume import (SYMBOLIC, ResumePoint, carried_direct, direct_entry, resume_record,
                                     trained_record)
 from kansym.discover.progress import Stages
-from kansym.discover.result import Discovery, Formula, RunInterrupted
+from kansym.discover.result import Discovery, RunInterrupted
 from kansym.discover.structure_search import structure_stage, wants_structure
 from kansym.discover.screen import bring_back_reason, kept_or_all, screening_entry, screening_plan
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage, symbolify_stage, wants_direct_search
@@ -47,7 +48,6 @@ from kansym.prune.scores import edge_scores
 from kansym.symbolic.compose import input_symbols
 from kansym.symbolic.direct import DirectCandidate, direct_search
 from kansym.symbolic.monomial import monomial_candidates
-from kansym.symbolic.pareto import expression_complexity
 from kansym.train.state import FitInterrupted
 
 __all__ = ["discover", "train", "Run", "check_run", "Rows"]
@@ -371,7 +371,7 @@ def _discover(run: Run, x, y, input_names, resume: ResumePoint | None) -> tuple[
         runs.append(short)
         run.shortcut = short.trained
     runs.append(_run_once(run, rows, direct, input_names, config, config, resume and resume.for_run("main"), "main"))
-    best = max(runs, key=lambda d: (round(_score(d.formulas[0]), 6), -expression_complexity(d.formulas[0].expr)))
+    best = kept_run(runs)
     if len(runs) > 1:
         other = runs[0] if best is runs[1] else runs[1]
         log.info("kept the %s KAN's formula (held-out R² %.6g) over the %s KAN's (%.6g)",
@@ -430,10 +430,6 @@ def _finish(result: Discovery) -> Discovery:
         if f.warning:
             log.warning("%s: %s", f.target, f.warning)
     return result
-
-
-def _score(f: Formula) -> float:
-    return f.r2_test if np.isfinite(f.r2_test) else -np.inf
 
 
 def _run_once(run: Run, rows: Rows, direct: Sequence[DirectCandidate] | None, input_names, config: DiscoverConfig,

@@ -27,7 +27,7 @@ The search is a sparse regression over a dictionary of features, explicit and im
 The candidates best in the target's own units (normalised RMS error) are then refined
 like every kansym formula (:func:`kansym.symbolic.refine.refine`: constants refitted,
 snapped to simple numbers, simplified) and returned with their error and complexity for
-the choice of :func:`choose`.
+the one choice of the answer, :func:`kansym.discover.choice.choose`.
 
 The numeric engine: least squares on every small subset of columns. Given a design matrix ``A (n_rows, n_cols)`` (column 0 the constant) and
 a target ``t``, the SSE of the least-squares fit on every column subset of up to four
@@ -43,7 +43,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
@@ -58,8 +58,7 @@ from kansym.symbolic.pareto import expression_complexity
 from kansym.symbolic.refine import refine, refine_times_factor, simplify_formula, take_out_squares
 from kansym.symbolic.verify import nrmse, nrmse_in
 
-__all__ = ['DirectCandidate', 'direct_search', 'choose', 'choose_significant', 'significantly_better',
-    'selection_score', 'ERROR_FLOOR']
+__all__ = ['DirectCandidate', 'direct_search', 'selection_score', 'ERROR_FLOOR']
 
 log = logging.getLogger("kansym")
 
@@ -178,28 +177,36 @@ def drop_negligible(cols: np.ndarray, coef: np.ndarray, A: np.ndarray, t: np.nda
 ERROR_FLOOR = 1e-9  # normalised RMS errors below this count as exact (float64 refits)
 SEARCH_ROWS = 600  # evenly spaced rows used for the subset solves
 REFINE_ROWS = 2000  # at most about this many rows for the refit of a candidate
-SIGNIFICANT_SD = 4.0  # a sum of squares this many sampling SDs (sqrt(2/N)) smaller is no chance (significantly_better)
-SIGNIFICANT_NODES = 2  # ... and a formula that much smaller wins with up to this many more nodes
 SHARP = 3  # with a noise floor from outside: the raw candidates best by their own errors, refined besides
 
 
 @dataclass(frozen=True)
 class DirectCandidate:
-    """One refined formula of the direct search.
+    """One formula as the choice of the answer sees it (:func:`kansym.discover.choice.choose`): a
+    refined formula of the direct search, of the structure search or of the monomial reading,
+    or the KAN's formula measured on the held-out rows.
 
     Attributes
     ----------
     expr : sympy.Expr
     error : float
         Normalised RMS error (RMSE over the std of ``y``,
-        :func:`kansym.symbolic.verify.nrmse`) on the rows it was scored on.
+        :func:`kansym.symbolic.verify.nrmse`) on the rows it was scored on: the fitting
+        rows for a search's candidate, the held-out rows in the choice of
+        :func:`kansym.discover.choice.choose_formula`.
     complexity : int
         :func:`kansym.symbolic.pareto.expression_complexity`.
     origin : str
-        The search that found it: ``"direct search"``, or ``"structure"``
-        (:mod:`kansym.discover.structure_search`).
+        The search that found it: ``"direct search"``, ``"structure"``
+        (:mod:`kansym.discover.structure_search`), ``"monomial"``, or the KAN's formula's origin.
     structure : dict or None
         For ``"structure"``: the decomposition it came from (``Split.to_dict``).
+    r2 : float
+        R² on the rows of ``error``, where measured (NaN: not measured).
+    residual : ndarray (N,) or None
+        Prediction minus target on the rows of the significance test
+        (:func:`kansym.discover.choice.significantly_better`), of the logs in log units; None:
+        not computed (the choice then computes it only for the candidates that could win).
     """
 
     expr: sympy.Expr
@@ -207,6 +214,13 @@ class DirectCandidate:
     complexity: int
     origin: str = "direct search"
     structure: dict | None = None
+    r2: float = field(default=math.nan, compare=False)
+    residual: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def floats(self) -> int:
+        """Fitted constants: the floats of ``expr`` (snapped numbers are exact and do not count)."""
+        return len(self.expr.atoms(sympy.Float))
 
 
 def selection_score(error: float, complexity: int, complexity_weight: float) -> float:
@@ -221,50 +235,6 @@ def selection_score(error: float, complexity: int, complexity_weight: float) -> 
     if not math.isfinite(error):
         return math.inf
     return math.log10(max(error, ERROR_FLOOR)) + complexity_weight * complexity
-
-
-def choose(candidates: Sequence[DirectCandidate], complexity_weight: float) -> DirectCandidate | None:
-    """The candidate of lowest :func:`selection_score` (ties: simpler, then by text)."""
-    if not candidates:
-        return None
-    return min(candidates, key=lambda c: (selection_score(c.error, c.complexity, complexity_weight),
-                                          c.complexity, str(c.expr)))
-
-
-def significantly_better(error: float, floats: int, complexity: int, than: tuple[float, int, int], n_rows: int, *,
-                         sd: float = SIGNIFICANT_SD, nodes: int = SIGNIFICANT_NODES) -> bool:
-    """Whether a formula of ``error``, ``floats`` fitted constants and ``complexity`` beats one of
-    ``than = (error, floats, complexity)`` on the evidence of ``n_rows`` rows, whatever the score.
-
-    At the noise floor a law and a close approximation of it differ by a few % of error, less
-    than :func:`selection_score`'s price of one node (``10**w``-fold). A sum of squares smaller
-    by more than ``sd`` sampling standard deviations of a ratio of two such sums (``sqrt(2/N)``
-    each) is not chance; with no more fitted constants and at most ``nodes`` more nodes the
-    formula is then the better description of the rows (an F-test on the residuals, Draper &
-    Smith 1998, *Applied Regression Analysis*, §2.6, with a margin for the rows shared by both fits).
-    """
-    other, other_floats, other_complexity = than
-    if not (math.isfinite(error) and math.isfinite(other)) or error <= 0 or n_rows < 2:
-        return False
-    return bool((other / error) ** 2 > 1 + sd * math.sqrt(2 / n_rows) and floats <= other_floats
-                and complexity <= other_complexity + nodes)
-
-
-def choose_significant(candidates: Sequence[DirectCandidate], complexity_weight: float,
-                       n_rows: int) -> DirectCandidate | None:
-    """:func:`choose`, then, while a candidate is :func:`significantly_better` than the choice on
-    ``n_rows`` rows, the one of least error among those (ties: simpler, then by text); each step
-    lowers the error, so a law two nodes above an approximation that is itself two nodes above
-    the score's choice is reached in two steps."""
-    best = choose(candidates, complexity_weight)
-    while best is not None:
-        key = (best.error, len(best.expr.atoms(sympy.Float)), best.complexity)
-        better = [c for c in candidates
-                  if significantly_better(c.error, len(c.expr.atoms(sympy.Float)), c.complexity, key, n_rows)]
-        if not better:
-            break
-        best = min(better, key=lambda c: (c.error, c.complexity, str(c.expr)))
-    return best
 
 
 def _error(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray, y: np.ndarray,

@@ -57,10 +57,10 @@ def test_parse_uses_kansym_symbols_and_pysr_operators():
         pb.parse_pysr_equation("I * (", [I, gamma])
 
 
-def test_choose_best_is_pysr_rule():
+def test_pysr_best_is_pysr_rule():
     # losses: a big drop at complexity 5, then small gains; the 1.5x rule excludes 3 and 1
-    assert pb.choose_best([1, 3, 5, 9], [1.0, 0.5, 1e-6, 0.9e-6]) == 2
-    assert pb.choose_best([1, 3], [1.0, 1.0]) == 0
+    assert pb.pysr_best([1, 3, 5, 9], [1.0, 0.5, 1e-6, 0.9e-6]) == 2
+    assert pb.pysr_best([1, 3], [1.0, 1.0]) == 0
 
 
 def test_table_becomes_a_verified_formula_with_front():
