@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from kansym.errors import ConfigError
 
 __all__ = ["PlainConfig", "check_seed", "MAX_SEED", "MAX_STEPS", "R2_THRESHOLD", "THETA", "MIN_EDGE_R2", "COMPLEXITY_WEIGHT",
-           "HOLDOUT"]
+           "HOLDOUT", "R2_TOLERANCE"]
 
 C = TypeVar("C", bound="PlainConfig")
 
@@ -22,6 +22,9 @@ MAX_STEPS = 10**9  # optimiser steps of one run: more would not end in a lifetim
 # R² an edge's primitive must reach to be taken outright (else the trade-off with complexity decides;
 # kansym.symbolic.fit.select_edge_fit): the one default of every r2_threshold (configs, CLI, estimator)
 R2_THRESHOLD = 0.999
+# R² by which two versions of one formula (rounded or refitted constants, a rewrite, the table's units
+# instead of the working ones) may differ and still count as equal: float64 rounding, not fit
+R2_TOLERANCE = 1e-6
 # The defaults below are DiscoverConfig's (kansym.discover.config, where their meaning is given and
 # from which kansym fit's options and KANRegressor's parameters are generated); they are defined here,
 # in the lowest layer, because functions of the lower layers take them as defaults too.

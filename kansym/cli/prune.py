@@ -10,6 +10,8 @@ import click
 from kansym.cli.common import check_device, check_output_file, common_options, run_safely, setup_logging
 from kansym.cli.options import setting_option
 
+PRUNE_R2_DROP = 0.01  # a loss of the model's R² by pruning above this is warned of
+
 
 @click.command("prune")
 @click.argument("checkpoint", type=click.Path(dir_okay=False))
@@ -45,9 +47,9 @@ def prune_command(checkpoint, theta, output, data, force, seed, device, quiet):
     if not quiet:
         click.echo(result.report.summary(), err=True)
         click.echo(f"model R² on the calibration rows: {report['r2_before']:.6f} before, {report['r2_after']:.6f} after", err=True)
-    if report["r2_after"] < report["r2_before"] - 0.01:
+    if report["r2_after"] < report["r2_before"] - PRUNE_R2_DROP:
         click.echo(
-            "warning: pruning lowered the model's R² by more than 0.01; the removed nodes carried "
+            f"warning: pruning lowered the model's R² by more than {PRUNE_R2_DROP:g}; the removed nodes carried "
             "an offset or signal: lower --theta, or use `kansym fit`, which fine-tunes after pruning",
             err=True,
         )

@@ -47,6 +47,7 @@ import numpy as np
 import sympy
 from sympy.core.function import AppliedUndef
 
+from kansym.config import R2_TOLERANCE
 from kansym.deadline import Deadline, time_is_up
 from kansym.discover.result import R2_GAP, ClosedForm, Discovery, Formula
 from kansym.symbolic.compose import lambdify_formula, predictions
@@ -406,7 +407,7 @@ def settle_partial(formula: Formula, direct: Sequence[DirectCandidate] | None, x
             log.debug("refining the best closed form failed (%s)", exc)
             fine = best
         fine_r2 = _held_out_r2(fine, symbols, x_test, y_test)
-        if fine_r2 >= r2 - 1e-6:
+        if fine_r2 >= r2 - R2_TOLERANCE:
             best, r2 = fine, fine_r2
     complexity = expression_complexity(best)
     if r2 > 0 and r2 >= formula.r2_model_test - R2_GAP:
@@ -448,8 +449,8 @@ def answer_lines(formula: Formula) -> list[str]:
     """
     f = formula
     on_idents = identifier_names(f)
-    mapped = "" if all(k == v for k, v in on_idents.items()) else \
-        f"   symbols: {json.dumps({v: k for k, v in on_idents.items()}, ensure_ascii=False)}"
+    mapped = ("" if all(k == v for k, v in on_idents.items()) else
+              f"   symbols: {json.dumps({v: k for k, v in on_idents.items()}, ensure_ascii=False)}")
 
     def text(expr: sympy.Expr) -> str:  # identifiers, as formula.json writes them: the text parses back
         return str(rename_symbols(expr, on_idents))
@@ -472,8 +473,8 @@ def printed_expressions(formula: Formula) -> list[sympy.Expr]:
     if any), then the front's entries without numeric edges (those are counted, not printed:
     :func:`kansym.cli.report.pareto_table`). ``bench/feynman.py`` checks these for junk
     (its ``formula_guard``)."""
-    head = [formula.closed_form.expr] if formula.partial and formula.closed_form is not None else \
-        ([] if formula.partial else [formula.expr])
+    head = ([formula.closed_form.expr] if formula.partial and formula.closed_form is not None
+            else ([] if formula.partial else [formula.expr]))
     return head + [e.expr for e in formula.front if closed(e.expr)]
 
 

@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 import sympy
 
+from kansym.config import R2_TOLERANCE
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.result import MIN_ROWS, split_holdout, Discovery, Formula
 from kansym.errors import DataError
@@ -38,7 +39,7 @@ from kansym.symbolic.verify import Fidelity, r2_score
 from kansym.train.memory import check_training_memory
 
 __all__ = ['Rows', 'check_run', 'finetune_grid', 'ColumnScales', 'working_scales', 'formula_to_table',
-    'discovery_to_table', 'symbolic_to_table', 'check_representable', 'REPRESENTABLE_R2_SLACK']
+    'discovery_to_table', 'symbolic_to_table', 'check_representable']
 
 log = logging.getLogger("kansym")
 
@@ -123,7 +124,6 @@ def finetune_grid(config: DiscoverConfig, n_rows: int) -> int | None:
     return max(config.spline_order, min(config.finetune_grid_size, n_rows // 20))
 
 
-REPRESENTABLE_R2_SLACK = 1e-6  # R² the formula may lose to float64 rounding when evaluated in the table's units
 
 
 def working_scales(x: np.ndarray, y: np.ndarray, input_names: Sequence[str], output_names: Sequence[str],
@@ -186,7 +186,7 @@ def check_representable(f: Formula, x: np.ndarray, y: np.ndarray, scales: Column
 
     ``f`` (in the table's units) is evaluated on the table's rows ``x``; it must be finite
     there and reach its own R² (found in the working units) within
-    :data:`REPRESENTABLE_R2_SLACK`.
+    :data:`~kansym.config.R2_TOLERANCE`.
 
     Raises
     ------
@@ -198,7 +198,7 @@ def check_representable(f: Formula, x: np.ndarray, y: np.ndarray, scales: Column
     pred = predictions(f.expr, f.symbols, x)
     finite = bool(np.all(np.isfinite(pred)))
     r2 = r2_score(y, pred, nonfinite="-inf")
-    if finite and r2 >= f.fidelity.r2_data - REPRESENTABLE_R2_SLACK:
+    if finite and r2 >= f.fidelity.r2_data - R2_TOLERANCE:
         return
     why = "overflows to inf or nan" if not finite else f"gives R² {r2:.4g} instead of {f.fidelity.r2_data:.6g}"
     names = [s.name for s in f.symbols]

@@ -59,6 +59,7 @@ from typing import Callable, Sequence, Any
 import numpy as np
 from scipy.stats import f as f_dist, rankdata, norm
 
+from kansym.discover.choice import paired_gain
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.result import split_holdout
 from kansym.discover.resume import reusable
@@ -73,12 +74,13 @@ __all__ = ['marginal_screen', 'MARGINAL_ROUNDS', 'Screening', 'screen_inputs', '
 log = logging.getLogger("kansym")
 
 
+ALPHA = 0.01  # family-wise error rate of the screening's tests: the marginal F tests, the permutation tests (2 d)
 MARGINAL_ROUNDS = 3  # rounds of the marginal pre-screen (after the first: on what the kept columns leave)
 MARGINAL_BLOCK = 256  # columns whose 1-D fits are made at once (memory: rows x 256 x degree floats, twice)
 
 
 def marginal_screen(x: np.ndarray, y: np.ndarray, residual: Callable[[np.ndarray, np.ndarray], np.ndarray],
-                    forced: Sequence[int] = (), cap: int | None = None, *, alpha: float = 0.01, degree: int = 5,
+                    forced: Sequence[int] = (), cap: int | None = None, *, alpha: float = ALPHA, degree: int = 5,
                     min_kept: int = 3) -> tuple[tuple[int, ...], np.ndarray, float]:
     """The columns of a wide table that a 1-D test per column finds used, their p-values and the level.
 
@@ -163,7 +165,6 @@ def _one_d_tests(x: np.ndarray, cols: np.ndarray, r: np.ndarray, degree: int) ->
 
 MIN_INPUTS = 3  # with 1-2 inputs the KAN is small and the direct search covers them: nothing to gain
 MIN_ROWS = 400  # fewer fitting rows test too few rows to see a small effect: keep every column
-ALPHA = 0.01  # family-wise error rate of the permutation tests (Bonferroni over 2 d tests)
 FIT_ROWS = 3000  # rows the smooth model is fitted on, at most
 KAN_ROWS = 1000  # rows the screening KAN trains on, at most (of the same rows)
 EVAL_ROWS = 3000  # other fitting rows on which each column is shuffled, at most
@@ -570,8 +571,8 @@ def bring_back_reason(found: Any, plan: Screening, x: np.ndarray, y: np.ndarray,
     model refitted on the kept columns alone (else the shortfall is the KAN's, not the
     screening's, and a run on every column would not mend it). Clearly worse: at least
     :data:`BRING_BACK_RATIO` times the reference's mean squared error, more than
-    :data:`BRING_BACK_FLOOR` of ``var(y)``, and a paired one-sided z test of the squared
-    errors rejecting equality at ``alpha`` 0.01.
+    :data:`BRING_BACK_FLOOR` of ``var(y)``, and the paired one-sided z test of the squared
+    errors (:func:`kansym.discover.choice.paired_gain`) rejecting equality at :data:`ALPHA`.
     """
     test_idx = split_holdout(x.shape[0], config.holdout, config.seed)[1]
     if plan.reference is None or test_idx is None:
@@ -582,31 +583,31 @@ def bring_back_reason(found: Any, plan: Screening, x: np.ndarray, y: np.ndarray,
         preds.append(np.asarray(found.formulas[0](xt), dtype=np.float64).reshape(-1))
     except Exception:  # a formula with numeric edges cannot be evaluated alone: the model stands for it
         pass
-    errs = [(yt - p) ** 2 for p in preds if p.shape == yt.shape and np.all(np.isfinite(p))]
-    if not errs:
+    residuals = [yt - p for p in preds if p.shape == yt.shape and np.all(np.isfinite(p))]
+    if not residuals:
         return None
-    e_run, e_ref = min(errs, key=np.mean), (yt - plan.reference) ** 2
-    z = _worse_z(e_run, e_ref, float(np.var(yt)))
+    r_run, r_ref = min(residuals, key=lambda r: float(np.mean(r ** 2))), yt - plan.reference
+    z = _worse_z(r_run, r_ref, float(np.var(yt)))
     if z is None:
         return None
     note = (f"on {len(yt)} held-out rows the run on {len(plan.kept)} columns leaves a mean squared error of "
-            f"{np.mean(e_run):.4g}, the screening model of all columns {np.mean(e_ref):.4g} (z {z:.1f})")
+            f"{np.mean(r_run ** 2):.4g}, the screening model of all columns {np.mean(r_ref ** 2):.4g} (z {z:.1f})")
     if plan.reference_kept is not None:
-        e_kept = (yt - plan.reference_kept) ** 2
-        if _worse_z(e_kept, e_ref, float(np.var(yt))) is None:
+        r_kept = yt - plan.reference_kept
+        if _worse_z(r_kept, r_ref, float(np.var(yt))) is None:
             log.info("not bringing back the dropped columns: %s, but a smooth model of the kept columns alone "
-                     "leaves %.4g: what is missing is not in the dropped columns", note, np.mean(e_kept))
+                     "leaves %.4g: what is missing is not in the dropped columns", note, np.mean(r_kept ** 2))
             return None
     return note
 
 
-def _worse_z(e: np.ndarray, e_ref: np.ndarray, var: float) -> float | None:
-    """The z of the paired test when squared errors ``e`` are clearly worse than ``e_ref``, else None."""
-    diff = e - e_ref
-    sd = float(np.std(diff))
-    z = np.inf if sd == 0 else float(np.mean(diff)) / (sd / np.sqrt(len(diff)))
-    if (np.mean(e) >= BRING_BACK_RATIO * np.mean(e_ref) and np.mean(e) > BRING_BACK_FLOOR * var
-            and z > norm.ppf(1 - ALPHA)):
+def _worse_z(r: np.ndarray, r_ref: np.ndarray, var: float) -> float | None:
+    """The z of the paired test (:func:`kansym.discover.choice.paired_gain`, the project's one
+    test of two sets of residuals on the same rows) when residuals ``r`` are clearly worse than
+    ``r_ref``, else None."""
+    e, e_ref = float(np.mean(r ** 2)), float(np.mean(r_ref ** 2))
+    z = paired_gain(r_ref, r)
+    if e >= BRING_BACK_RATIO * e_ref and e > BRING_BACK_FLOOR * var and z > norm.ppf(1 - ALPHA):
         return z
     return None
 

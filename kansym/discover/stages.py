@@ -29,7 +29,7 @@ import numpy as np
 import sympy
 import torch
 
-from kansym.config import COMPLEXITY_WEIGHT, MIN_EDGE_R2, R2_THRESHOLD, THETA
+from kansym.config import COMPLEXITY_WEIGHT, MIN_EDGE_R2, R2_THRESHOLD, R2_TOLERANCE, THETA
 from kansym.deadline import Deadline, time_is_up
 from kansym.discover.choice import choose_formula, settle_partial
 from kansym.discover.config import DiscoverConfig
@@ -419,7 +419,7 @@ def _verified(out: _Outputs, k: int, raw: sympy.Expr, expr: sympy.Expr,
     fid = fidelity(lambdify_formula(expr, symbols), x, y, y_model) if _finite(expr, symbols, x) else None
     # a composition undefined on some rows (an edge's fit left its domain) is scored as such
     raw_fid = fidelity(lambdify_formula(raw, symbols), x, y, y_model) if _finite(raw, symbols, x) else UNDEFINED
-    if fid is None or fid.r2_data < raw_fid.r2_data - 1e-6:
+    if fid is None or fid.r2_data < raw_fid.r2_data - R2_TOLERANCE:
         log.info("refinement lowered R² (%s < %.6g); keeping the raw composition",
                  "nan" if fid is None else f"{fid.r2_data:.6g}", raw_fid.r2_data)
         expr, fid = _rounded_raw(raw, raw_fid, symbols, x, y, y_model, loss_space, noise, out.deadline)
@@ -512,7 +512,7 @@ def _rounded_raw(raw: sympy.Expr, raw_fid: Fidelity, symbols, x: np.ndarray, y: 
                  loss_space: str, noise: float | None, deadline: Deadline | None = None) -> tuple[sympy.Expr, Fidelity]:
     """The raw composition with its floats rounded to the precision of their standard errors
     (:func:`kansym.symbolic.snap.round_constants`, which stops with ``deadline``), when that
-    keeps its R² within 1e-6; else as it is."""
+    keeps its R² within :data:`~kansym.config.R2_TOLERANCE`; else as it is."""
     if not np.isfinite(raw_fid.r2_data):
         return raw, raw_fid
     try:
@@ -522,14 +522,14 @@ def _rounded_raw(raw: sympy.Expr, raw_fid: Fidelity, symbols, x: np.ndarray, y: 
     if not _finite(rounded, symbols, x):
         return raw, raw_fid
     fid = fidelity(lambdify_formula(rounded, symbols), x, y, y_model)
-    return (rounded, fid) if fid.r2_data >= raw_fid.r2_data - 1e-6 else (raw, raw_fid)
+    return (rounded, fid) if fid.r2_data >= raw_fid.r2_data - R2_TOLERANCE else (raw, raw_fid)
 
 
 def _refined_in_linear_space(expr: sympy.Expr, fid: Fidelity, symbols, x: np.ndarray, y: np.ndarray,
                              y_model: np.ndarray, deadline: Deadline | None,
                              noise: float | None) -> tuple[sympy.Expr, Fidelity]:
     """A formula refined in log space, refined again from its floats in linear space: kept when
-    it has fewer floats and an R² on ``x, y`` not lower (to 1e-6); else ``expr`` as it is.
+    it has fewer floats and an R² on ``x, y`` not lower (to :data:`~kansym.config.R2_TOLERANCE`); else ``expr`` as it is.
 
     Noise added to ``y`` (SRBench's model) is not additive in ``log y``: it grows where ``y``
     is small and biases the mean of the logs there, so a refit of the logs moves constants off
@@ -545,7 +545,7 @@ def _refined_in_linear_space(expr: sympy.Expr, fid: Fidelity, symbols, x: np.nda
     if any(max(abs(int(r.p)), int(r.q)) >= 10 ** 4 for r in linear.atoms(sympy.Rational) - expr.atoms(sympy.Rational)):
         return expr, fid
     lin_fid = fidelity(lambdify_formula(linear, symbols), x, y, y_model)
-    if lin_fid.r2_data < fid.r2_data - 1e-6:
+    if lin_fid.r2_data < fid.r2_data - R2_TOLERANCE:
         return expr, fid
     log.info("refinement in linear space: %s (R² %.6g) for %s (R² %.6g)", linear, lin_fid.r2_data, expr, fid.r2_data)
     return linear, lin_fid

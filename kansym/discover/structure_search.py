@@ -230,8 +230,8 @@ def _solved_leaf(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps,
     # in relative terms (and its floor is in log units), else a fit of the large values wins
     with np.errstate(all="ignore"):
         relative = bool(np.all(h > 0) and np.std(np.log(e_row / h)) < np.std(np.log(e_row)))
-        floor_search = float(np.sqrt(np.mean((e_row / h) ** 2)) / max(float(np.std(np.log(h))), 1e-300)) \
-            if relative else floor
+        floor_search = (float(np.sqrt(np.mean((e_row / h) ** 2)) / max(float(np.std(np.log(h))), 1e-300))
+                        if relative else floor)
     found = direct_search(rows, h, list(symbols), complexity_weight=complexity_weight, noise=floor_search,
                           relative=relative, deadline=deadline)
     # each candidate's error weighed row by row by the oracle's error there (in units of the
@@ -595,8 +595,8 @@ def _without_noise(error: OracleError, pred: np.ndarray, others: Sequence[np.nda
             ok = np.isfinite(pred) & np.isfinite(other)
             if ok.sum() < 10:
                 continue
-            gap = OracleError.fit(pred[ok], other[ok]) if error.relative > 0 else \
-                OracleError(float(np.sqrt(np.mean((pred[ok] - other[ok]) ** 2))))
+            gap = (OracleError.fit(pred[ok], other[ok]) if error.relative > 0
+                   else OracleError(float(np.sqrt(np.mean((pred[ok] - other[ok]) ** 2)))))
             log.debug("structure: the oracles disagree by %s (RMS %.3g; residuals' %.3g)", gap, gap.rms(pred[ok]),
                       best.rms(pred[ok]))
             if gap.rms(pred[ok]) < best.rms(pred[ok]):

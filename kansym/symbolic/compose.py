@@ -285,8 +285,8 @@ def _log_edge_fit(edge: EdgeId, fit: EdgeFit, yv: np.ndarray, spread: float, inp
         log.info("edge %d:%d->%d%s: constant, flat on the data (spread %.2g of its node's)", layer, i, j,
                  source, yv.std() / max(spread, 1e-300))
         return
-    flag = (f" (below {r2_threshold}: best trade-off)" if fit.r2 < r2_threshold else "") + \
-        (f" (time limit: fitted on at most {QUICK_ROWS} samples)" if late else "")
+    flag = ((f" (below {r2_threshold}: best trade-off)" if fit.r2 < r2_threshold else "")
+            + (f" (time limit: fitted on at most {QUICK_ROWS} samples)" if late else ""))
     log.info("edge %d:%d->%d: %s, R² = %.6f%s", layer, i, j, fit.primitive, fit.r2, flag)
 
 

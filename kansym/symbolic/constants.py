@@ -273,8 +273,8 @@ def near_miss_exponents(expr: sympy.Expr, *, rel_tol: float = NEAR_MISS,
         near = sympy.Rational(v).limit_denominator(max_denominator)
         off = abs(v - float(near))
         # near 0 the tolerance is absolute: x**0.00025 is an input the law may not hold
-        if 1e-9 * abs(v) < off <= rel_tol * max(abs(float(near)), 1.0 if near == 0 else 0.0) \
-                and (power.exp, near) not in out:
+        if (1e-9 * abs(v) < off <= rel_tol * max(abs(float(near)), 1.0 if near == 0 else 0.0)
+                and (power.exp, near) not in out):
             out.append((power.exp, near))
     return out
 
@@ -298,7 +298,7 @@ def fitted_exponents(expr: sympy.Expr, *, max_denominator: int = NEAR_MISS_DENOM
         if not (isinstance(power, sympy.Pow) and isinstance(power.exp, sympy.Float)):
             continue
         v = float(power.exp)
-        if abs(v - float(sympy.Rational(v).limit_denominator(max_denominator))) > 1e-9 * max(abs(v), 1.0) \
-                and power.exp not in out:
+        if (abs(v - float(sympy.Rational(v).limit_denominator(max_denominator))) > 1e-9 * max(abs(v), 1.0)
+                and power.exp not in out):
             out.append(power.exp)
     return out

@@ -213,8 +213,8 @@ def _checked_nodes(tree: ast.Expression, names: set[str], shown: str) -> list[as
         if len(nodes) > MAX_NODES:
             raise DataError(f"the formula {shown!r}... has more than {MAX_NODES} terms and operators; "
                             "that is no kansym formula")
-        if not isinstance(node, _FORMS) or isinstance(node, ast.operator) and type(node) not in _BINARY \
-                or isinstance(node, ast.unaryop) and not isinstance(node, _UNARY):
+        if (not isinstance(node, _FORMS) or isinstance(node, ast.operator) and type(node) not in _BINARY
+                or isinstance(node, ast.unaryop) and not isinstance(node, _UNARY)):
             raise DataError(f"the formula {shown!r} holds {type(node).__name__} code, not only arithmetic; "
                             "it was not written by kansym")
         if isinstance(node, ast.Constant) and (type(node.value) not in (int, float)):

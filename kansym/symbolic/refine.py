@@ -358,8 +358,8 @@ def simplify_formula(expr: sympy.Expr, *, max_ops: int = 40) -> sympy.Expr:
     # cos(0.58435 a - 0.58431 b) beside cos(a - b) kept it busy for minutes at 16 operations (two
     # tanh of float sums, rewritten as exp, had it factor polynomials for minutes at 24)
     float_phase = any(f.args[0].has(sympy.Float) for f in expr.atoms(*TRIG))
-    if ops <= (TRIG_MAX_OPS if expr.has(*TRIG) else max_ops) and not float_phase \
-            and not expr.has(sympy.Abs, sympy.sign, sympy.Piecewise):
+    if (ops <= (TRIG_MAX_OPS if expr.has(*TRIG) else max_ops) and not float_phase
+            and not expr.has(sympy.Abs, sympy.sign, sympy.Piecewise)):
         options.append(sympy.simplify)
     floats = len(expr.atoms(sympy.Float))
     # a rewrite may not turn exact numbers into floats (simplify writes 81/(10*pi*x) as 8.1/(pi*x))

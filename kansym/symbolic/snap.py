@@ -154,8 +154,8 @@ def snap_constants(expr: sympy.Expr, symbols: Sequence[Any], X: Any, y: Any, *,
         if best is not None:
             cand, trial = best
             # short refits here: refine's final refit polishes the floats left with the full budget
-            values, free, fixed[i] = prob.refit(trial, rest, max_nfev=2 * TRIAL_NFEV * (int(rest.sum()) + 1)), \
-                rest, cand.expr
+            values, free, fixed[i] = (prob.refit(trial, rest, max_nfev=2 * TRIAL_NFEV * (int(rest.sum()) + 1)),
+                                      rest, cand.expr)
             current = prob.error(values)
     return prob.build(values, fixed)
 
@@ -180,8 +180,8 @@ def _best_snap(prob: Problem, values: np.ndarray, i: int, se_i: float, options: 
         # standard error at eta; a candidate that cannot pass (a) or gain even with some slack
         # for a nonlinear formula is not tried on the data
         z_v = abs(cand.value - values[i]) / se_i
-        if z_v > z + 1 or budget + bonus - cand.bits - (z_v * eta / sigma) ** 2 / (2 * LN2) \
-                <= best_gain - SLACK_BITS:
+        if (z_v > z + 1 or budget + bonus - cand.bits - (z_v * eta / sigma) ** 2 / (2 * LN2)
+                <= best_gain - SLACK_BITS):
             continue
         trial = values.copy()
         trial[i] = cand.value
