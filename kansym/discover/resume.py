@@ -19,7 +19,7 @@ whose ``meta["resume"]`` holds, as plain data:
 - ``data_sha256``: a fingerprint of the training rows, and ``rows_sha256`` one of all the
   rows of the run (fitting and held out), so that resuming on other data is refused
   instead of silently continuing a different problem;
-- ``cuts``: what the time limit had cut short by the end of that training
+- ``cuts``: what the time limit had cut short by the end of that training (by the interruption, in it)
   (:attr:`kansym.deadline.Deadline.cuts`), replayed by the resumed run;
 - what the run had finished before that training and need not repeat
   (below): ``direct``, the direct or structure search's
@@ -248,8 +248,8 @@ def rows_fingerprint(rows: Any) -> str:
 
 
 def resume_record(state: FitState, config: DiscoverConfig, x: np.ndarray, y: np.ndarray, *,
-                  stage: str = "main") -> dict:
-    """The plain ``meta["resume"]`` entry of an interrupted run.
+                  stage: str = "main", cuts: Sequence[str] = ()) -> dict:
+    """The plain ``meta["resume"]`` entry of a run interrupted in a training.
 
     Parameters
     ----------
@@ -260,9 +260,12 @@ def resume_record(state: FitState, config: DiscoverConfig, x: np.ndarray, y: np.
         The rows the interrupted training trains on.
     stage : str
         The training stage that was interrupted.
+    cuts : sequence of str
+        What the time limit had cut short before the interruption (the screening's or the
+        structure search's share), replayed by the resumed run as a finished training's are.
     """
     return {"fit_state": state.to_dict(), "discover_config": config.to_dict(), "data_sha256": data_fingerprint(x, y),
-            "stage": stage, "run": stage}
+            "stage": stage, "run": stage, "cuts": list(cuts)}
 
 
 def trained_record(config: DiscoverConfig, rows: Any, *, run: str, cuts: Sequence[str] = (), steps: int = 0) -> dict:

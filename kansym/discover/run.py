@@ -127,12 +127,15 @@ class Run:
         record = {**entries, **self.record}
         if record["stage"] == SYMBOLIC:
             record["symbolic_stage"] = stage
+            message = f"interrupted during the {stage}, after the training"
         else:
             stage = record["stage"]
+            kan = "additive shortcut KAN" if stage == "shortcut" else "main KAN"
+            message = f"interrupted in the {kan}'s training after {record['fit_state']['step']} completed steps"
         bundle = self.model.replace_model(self.model.model, resume=record)
         if self.scales is not None:
             bundle = self.scales.bundle_to_table(bundle)
-        return RunInterrupted(f"interrupted during the {stage}", bundle=bundle, stage=stage)
+        return RunInterrupted(message, bundle=bundle, stage=stage)
 
 
 def train(
@@ -202,7 +205,8 @@ def _train(run: Run, x, y, input_names, config: DiscoverConfig, outer: DiscoverC
             resume=resume, progress=run.progress, label=label, deadline=deadline, on_step=on_step,
         )
     except FitInterrupted as stop:
-        run.model, run.record = stop.bundle, resume_record(stop.state, outer, x, y, stage=stage)
+        cuts = () if run.deadline is None else run.deadline.cuts
+        run.model, run.record = stop.bundle, resume_record(stop.state, outer, x, y, stage=stage, cuts=cuts)
         raise
 
 

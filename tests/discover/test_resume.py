@@ -71,6 +71,37 @@ def test_discover_interrupted_after_training_resumes_to_the_same_formula(monkeyp
         discover(x, y + 1e-9, ["a", "b"], ["f"], point.config, progress=False, resume=point)
 
 
+def test_a_run_interrupted_in_its_training_keeps_the_cuts_made_before_it(monkeypatch):
+    # regression (fresh-user check, 2026-12-07): the record of a Ctrl-C in the training had no
+    # cuts, so the resumed run lost the time limit's cut of the search before it (no NOTE, and
+    # formula.json's time_limit null); a record of a finished training kept them
+    from kansym.deadline import Deadline
+
+    fit_module = importlib.import_module("kansym.train.fit")
+    x, y = _rows()
+    cut = "structure search: stopped at its share of the time limit"
+    deadline = Deadline(10_000)
+    deadline.cut(cut)
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fit_module, "_run_steps", ctrl_c)
+    with pytest.raises(RunInterrupted) as info:
+        discover(x, y, ["a", "b"], ["f"], _config(), progress=False, deadline=deadline)
+    monkeypatch.undo()
+    stop = info.value
+    record = stop.bundle.meta["resume"]
+    assert (stop.stage, record["stage"], record["cuts"]) == ("main", "main", [cut])
+    assert str(stop) == "interrupted in the main KAN's training after 0 completed steps"
+
+    point = read_resume(stop.bundle)
+    assert point.cuts == (cut,)
+    resumed = discover(x, y, ["a", "b"], ["f"], point.config, progress=False, resume=point,
+                       deadline=Deadline(10_000))
+    assert cut in resumed.cut_short
+
+
 @pytest.mark.parametrize("text", ["0.1*a + 2.5*b**1.5", "exp(b**2 + sin(pi*a))", "a**(3/2)/sqrt(b)",
                                   "asin(0.00753982301909674*a - 0.115234033691004) - 1/3", "a*b"])
 def test_a_carried_formula_reads_back_bit_for_bit(text):
