@@ -8,12 +8,13 @@ them one ``replace`` / ``to_dict`` / ``from_dict``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypeVar
+import numbers
+from typing import Any, Sequence, TypeVar
 
 from kansym.errors import ConfigError
 
 __all__ = ["PlainConfig", "check_seed", "MAX_SEED", "MAX_STEPS", "R2_THRESHOLD", "THETA", "MIN_EDGE_R2", "COMPLEXITY_WEIGHT",
-           "HOLDOUT", "R2_TOLERANCE"]
+           "HOLDOUT", "R2_TOLERANCE", "check_numbers"]
 
 C = TypeVar("C", bound="PlainConfig")
 
@@ -38,6 +39,30 @@ def check_seed(seed: Any, name: str = "seed") -> None:
     """Raise ConfigError unless ``seed`` is an integer in ``[0, MAX_SEED]``."""
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ConfigError(f"{name} must be an integer from 0 to 2**63 - 1, got {seed!r}")
+
+
+def check_numbers(config: Any, names: Sequence[str], *, integer: bool = False) -> None:
+    """Raise ConfigError naming the first of ``names`` whose value on ``config`` is not a number.
+
+    Parameters
+    ----------
+    config : object
+        A config dataclass.
+    names : sequence of str
+        Its fields to check; None passes (a field that may be None is checked for it elsewhere).
+    integer : bool
+        Whether they must be integers. A bool is neither.
+
+    Raises
+    ------
+    ConfigError
+        ``lamb='abc'``: ``lamb must be a number, got 'abc'`` (a comparison would raise TypeError).
+    """
+    kind = numbers.Integral if integer else numbers.Real
+    for name in names:
+        value = getattr(config, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+            raise ConfigError(f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}")
 
 
 class PlainConfig:

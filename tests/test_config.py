@@ -42,3 +42,19 @@ def test_the_configs_import_without_torch_and_the_packages_keep_their_names():
             " nn.KAN.__name__, d.discover.__module__, d.Formula.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out == ["[]", "fit regularization True KAN kansym.discover.run Formula"]
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: TrainConfig(lamb="abc"), "lamb must be a number, got 'abc'"),
+    (lambda: TrainConfig(steps=2.5), "steps must be an integer, got 2.5"),
+    (lambda: TrainConfig(lr=True), "lr must be a number, got True"),
+    (lambda: DiscoverConfig(theta="x"), "theta must be a number, got 'x'"),
+    (lambda: DiscoverConfig(max_train_rows=3000.0), "max_train_rows must be an integer, got 3000.0"),
+    (lambda: DiscoverConfig(hidden=("a",)), "hidden widths must be integers, got ('a',)"),
+])
+def test_a_value_of_the_wrong_type_is_one_config_error(make, message):
+    # regression (fresh-user check, 2026-12-07): KANRegressor(lamb='abc').fit raised a raw
+    # TypeError ('>=' not supported between instances of 'str' and 'int')
+    with pytest.raises(ConfigError) as info:
+        make()
+    assert str(info.value) == message

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import numbers
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
 from kansym.config import (
-    COMPLEXITY_WEIGHT, HOLDOUT, MAX_SEED, MAX_STEPS, MIN_EDGE_R2, R2_THRESHOLD, THETA, PlainConfig, check_seed,
+    COMPLEXITY_WEIGHT, HOLDOUT, MAX_SEED, MAX_STEPS, MIN_EDGE_R2, R2_THRESHOLD, THETA, PlainConfig, check_numbers,
+    check_seed,
 )
 from kansym.deadline import DEFAULT_TIME_LIMIT
 from kansym.errors import ConfigError
@@ -135,6 +137,10 @@ class DiscoverConfig(PlainConfig):
 
     def __post_init__(self) -> None:
         check_seed(self.seed)
+        check_numbers(self, ("theta", "r2_threshold", "min_edge_r2", "holdout", "complexity_weight", "time_limit"))
+        check_numbers(self, ("grid_size", "spline_order", "finetune_grid_size", "max_train_rows"), integer=True)
+        if any(isinstance(w, bool) or not isinstance(w, numbers.Integral) for w in self.hidden):
+            raise ConfigError(f"hidden widths must be integers, got {self.hidden!r}")
         if not (self.theta >= 0 and math.isfinite(self.theta)):
             raise ConfigError(f"theta must be a finite number >= 0, got {self.theta}")
         if self.space not in SPACES:

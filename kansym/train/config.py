@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kansym.config import MAX_STEPS, PlainConfig, check_seed
+from kansym.config import MAX_STEPS, PlainConfig, check_numbers, check_seed
 from kansym.errors import ConfigError
 
 __all__ = ["TrainConfig", "OPTIMIZERS", "FINETUNE"]
@@ -88,6 +88,9 @@ class TrainConfig(PlainConfig):
 
     def __post_init__(self) -> None:
         check_seed(self.seed)
+        check_numbers(self, ("lr", "lamb", "mu1", "mu2", "val_fraction"))
+        check_numbers(self, ("steps", "grid_update_every", "stop_grid_update_step", "patience", "batch_size",
+                             "lbfgs_max_iter", "num_threads"), integer=True)
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if not 1 <= self.steps <= MAX_STEPS:
