@@ -275,7 +275,7 @@ def _worker(eq: Equation, args: argparse.Namespace, conn, method: str = "kansym"
         row = run_method(method, eq, args)
     except Exception as exc:  # a failing equation is a result, not a crash of the benchmark
         row = {"id": eq.id, "method": method, "recovered": False, "error": f"{type(exc).__name__}: {exc}",
-               "traceback": traceback.format_exc(limit=4)}
+               "traceback": traceback.format_exc(limit=-8)}  # the innermost frames: where it failed
     conn.send({**_run_info(eq, method, args), **row})
     conn.close()
 
