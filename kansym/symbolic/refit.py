@@ -65,14 +65,21 @@ def stable_lambdify(args: Sequence[sympy.Symbol], expr: sympy.Expr) -> Callable:
     terms exactly as it did with lambdify's own Dummies whenever their counter kept its
     number of digits, so formulas found before stay the same to the last digit. Plain
     arguments are used as they are.
+
+    Complex infinity (``zoo``, e.g. from a refit constant ``1/0``) becomes ``nan``: numpy has
+    no such number (sympy's printer raised ``KeyError: 'ComplexInfinity'``), and a formula
+    holding it is not finite anywhere.
     """
     args = list(args)
+    expr = sympy.sympify(expr)
+    if expr.has(sympy.zoo):
+        expr = expr.xreplace({sympy.zoo: sympy.nan})
     if all(_plain(a) for a in args):
         return sympy.lambdify(args, expr, modules="numpy")
     numbered = [i for _, i in reversed(list(sympy.ordered(zip(args, range(len(args))))))]
     rank = {i: r for r, i in enumerate(numbered)}
     plain = [sympy.Symbol(f"_a{rank[i]:05d}", **a.assumptions0) for i, a in enumerate(args)]
-    return sympy.lambdify(plain, sympy.sympify(expr).xreplace(dict(zip(args, plain))), modules="numpy")
+    return sympy.lambdify(plain, expr.xreplace(dict(zip(args, plain))), modules="numpy")
 
 
 LossSpace = Literal["linear", "log"]

@@ -72,6 +72,7 @@ from scipy.spatial import cKDTree
 from scipy.stats import rankdata
 
 from kansym.errors import ConfigError, DataError
+from kansym.symbolic.refit import stable_lambdify
 
 __all__ = ['SRBENCH_PI', 'is_exact_recovery', 'round_floats', 'ResidualTest', 'residual_test',
     'formula_residual_test', 'RESIDUAL_ALPHA', 'RESIDUAL_K', 'EXACT_RELATIVE', 'MIN_RESIDUAL_ROWS', 'PERMUTATIONS',
@@ -134,8 +135,8 @@ def _numeric_verdict(true: sympy.Expr, cand: sympy.Expr, syms: list[sympy.Symbol
     pts = rng.uniform(lo, hi, size=(64, len(syms)))
     with np.errstate(all="ignore"):
         try:
-            t = np.broadcast_to(np.asarray(sympy.lambdify(syms, true, "numpy")(*pts.T), float), (64,))
-            c = np.broadcast_to(np.asarray(sympy.lambdify(syms, cand, "numpy")(*pts.T), float), (64,))
+            t = np.broadcast_to(np.asarray(stable_lambdify(syms, true)(*pts.T), float), (64,))
+            c = np.broadcast_to(np.asarray(stable_lambdify(syms, cand)(*pts.T), float), (64,))
         except (TypeError, ValueError, NameError, ZeroDivisionError):
             return None
         ok = np.isfinite(t) & np.isfinite(c) & (t != 0)

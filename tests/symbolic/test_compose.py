@@ -140,3 +140,14 @@ def test_predictions_is_the_one_evaluation_and_never_raises():
     assert np.isnan(predictions(opaque, [a, b], x)).all()
     with pytest.raises(DataError, match="cannot be evaluated with numpy"):
         formula_values(opaque, [a, b], x)
+
+
+def test_a_formula_holding_complex_infinity_evaluates_to_nan_instead_of_raising():
+    # regression: a random law at noise 0 (validation range, 2026-12-07) crashed the whole run
+    # with KeyError: 'ComplexInfinity' from sympy's numpy printer on a candidate holding zoo
+    x, y = sympy.symbols("x y", positive=True)
+    rows = np.array([[1.0, 2.0], [3.0, 4.0]])
+    out = predictions(x + sympy.zoo * y, [x, y], rows)
+    assert out.shape == (2,) and np.all(np.isnan(out))
+    assert np.all(np.isnan(formula_values(x + sympy.zoo, [x, y], rows)))  # not finite anywhere, as documented
+    assert np.allclose(predictions(x + 2 * y, [x, y], rows), [5.0, 11.0])
