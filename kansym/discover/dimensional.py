@@ -13,7 +13,8 @@ reduction: ``y = prod x^p * f(pi_1, ..., pi_k)``, so the KAN learns ``f`` of ``k
 inputs, and with no group at all (or a target that is a pure monomial) ``f`` is a constant,
 fitted and snapped without a KAN. The result looks like :func:`~kansym.discover.run.discover`'s:
 formulas, Pareto front and R² in the original columns (docs/algorithms.md, "Dimensional
-analysis"). After the reduction every step reads one :class:`ReducedRows` value.
+analysis"). One :class:`UnitsRun` value carries the call (the table, its units and working
+units, the options); after the reduction every step reads one :class:`ReducedRows` value.
 
 The formulas of a discovery on dimensionless groups, in the columns: :func:`map_back` writes
 each formula in the original columns and verifies it there (R², residual tests on the columns,
@@ -56,7 +57,7 @@ from kansym.symbolic.refine import simplify_formula, refine
 from kansym.symbolic.verify import ResidualTest, residual_test, fidelity, nrmse, r2_score
 
 __all__ = ['Reduction', 'analyze', 'ReducedRows', 'map_back', 'weighted_search', 'weighted_group_residuals', 'monomial_size',
-    'UnitsDiscovery', 'discover_with_units', 'CONSTANT_R2', 'TRY_CONSTANT_R2']
+    'UnitsDiscovery', 'UnitsRun', 'discover_with_units', 'CONSTANT_R2', 'TRY_CONSTANT_R2']
 
 log = logging.getLogger("kansym")
 
@@ -560,97 +561,184 @@ def discover_with_units(
     config = config or DiscoverConfig()
     deadline = Deadline(config.time_limit) if deadline is None else deadline
     x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64).reshape(x.shape[0], -1)
-    scales = working_scales(x, y, list(input_names), [target], config.space)
-    split = split_holdout(x.shape[0], config.holdout, config.seed)
-    res = _discover_with_units(scales.x_to_working(x), scales.y_to_working(y), list(input_names), target, units,
-                               config, progress, deadline, split)
-    res = replace(res, time_limit=deadline.seconds, cut_short=deadline.cuts)
-    return _units_to_table(res, scales, x[split[0]], y[split[0]])
+    run = UnitsRun(x, np.asarray(y, dtype=np.float64).reshape(len(x), -1), list(input_names), target, units, config,
+                   deadline, progress)
+    found = replace(run.discover(), time_limit=deadline.seconds, cut_short=deadline.cuts)
+    return run.to_table(found)
 
 
-def _units_to_table(res: "UnitsDiscovery", scales: ColumnScales, x, y) -> "UnitsDiscovery":
-    """A units discovery of the working units in the table's (:mod:`kansym.discover.rows`): the
-    formulas by the column scales (checked on the fitting rows ``x, y``, table units), the KAN
-    of the groups by the groups' (``U k`` for a group of exponents ``U``, ``k_y - p . k`` for
-    ``y / prod x^p``)."""
-    if scales.identity:
-        return res
-    formulas = tuple(formula_to_table(f, scales) for f in res.formulas)
-    for f in formulas:
-        check_representable(f, x, y[:, 0], scales)
-    red, kx = res.reduction, [Fraction(k) for k in scales.x_exp]
-    model = scales
-    if red is not None and res.trained is not None:
-        model = ColumnScales(tuple(sum(int(e) * k for e, k in zip(row, kx)) for row in red.groups),
-                             (Fraction(scales.y_exp[0]) - sum(Fraction(p) * k for p, k in zip(red.p, kx)),),
-                             scales.y_sign)
-    bundle = (lambda b: None if b is None else model.bundle_to_table(b))
-    return replace(res, formulas=formulas, trained=bundle(res.trained), pruned=bundle(res.pruned),
-                   symbolic=symbolic_to_table(res.symbolic, model))
+@dataclass
+class UnitsRun:
+    """One :func:`discover_with_units` call as it goes, as :class:`~kansym.discover.run.Run` is
+    for :func:`~kansym.discover.run.discover`: the table and the options, read by its steps
+    (:meth:`discover`: the reduction, the monomial alone, the groups, the columns).
 
+    Attributes
+    ----------
+    x : ndarray (N, d)
+        The table's inputs (table units).
+    y : ndarray (N, 1)
+        The target (table units).
+    names : list of str
+    target : str
+    units : mapping
+        Every column's unit as given (strings, or dicts already parsed).
+    config : DiscoverConfig
+        As asked: the search on the columns after a failed one on the groups screens the
+        inputs as :func:`~kansym.discover.run.discover` does; every other search uses
+        :attr:`searched` (the units name every variable the law may use: the reduction, not
+        the input screening, shrinks them).
+    deadline : kansym.deadline.Deadline
+    progress : bool or None
 
-def _discover_with_units(x, y, names: list[str], target: str, units, config: DiscoverConfig,
-                         progress, deadline: Deadline, split: tuple) -> "UnitsDiscovery":
-    """:func:`discover_with_units` on (working-unit) rows, ``split`` their fitting and held-out
-    indices (:func:`~kansym.discover.result.split_holdout`)."""
-    if y.shape[1] != 1:
-        raise DataError(f"discovery with units takes one target, got {y.shape[1]}")
-    parsed = read_units(units, [*names, target])  # one line naming a column without a unit, or an unreadable one
-    text = {c: (units[c] if isinstance(units[c], str) else str(units[c])) for c in [*names, target]}
-    asked = config  # the columns without the reduction are searched as discover() searches them (screened)
-    # the units name every variable the law may use: the reduction, not the input screening, shrinks them
-    config = config.replace(screen=False)
-    fit_idx, test_idx = split
-    n_test = 0 if test_idx is None else len(test_idx)
-    test_idx = fit_idx if test_idx is None else test_idx
-    yv = y[:, 0]
-    red = analyze(names, [parsed[n] for n in names], parsed[target], x[fit_idx], yv[fit_idx])
+    The construction checks the target (one column) and the units (one line naming a
+    column without a unit, or an unreadable one) and sets ``parsed`` and ``text`` (the
+    units parsed and as written), ``scales`` (the working units,
+    :func:`~kansym.discover.rows.working_scales`), ``x_work, y_work`` (the table in them),
+    ``fit_idx, test_idx, n_test`` (:func:`~kansym.discover.result.split_holdout`; with
+    nothing held out ``test_idx`` is ``fit_idx`` and ``n_test`` 0) and ``searched``.
+    """
 
-    def plain(reason: str | None, how: DiscoverConfig = config, limit: Deadline = deadline) -> UnitsDiscovery:
+    x: np.ndarray
+    y: np.ndarray
+    names: list[str]
+    target: str
+    units: Mapping
+    config: DiscoverConfig
+    deadline: Deadline
+    progress: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.y.shape[1] != 1:
+            raise DataError(f"discovery with units takes one target, got {self.y.shape[1]}")
+        columns = [*self.names, self.target]
+        self.parsed = read_units(self.units, columns)
+        self.text = {c: (self.units[c] if isinstance(self.units[c], str) else str(self.units[c])) for c in columns}
+        self.scales = working_scales(self.x, self.y, self.names, [self.target], self.config.space)
+        self.x_work, self.y_work = self.scales.x_to_working(self.x), self.scales.y_to_working(self.y)
+        fit_idx, test_idx = split_holdout(self.x.shape[0], self.config.holdout, self.config.seed)
+        self.fit_idx, self.n_test = fit_idx, 0 if test_idx is None else len(test_idx)
+        self.test_idx = fit_idx if test_idx is None else test_idx
+        self.searched = self.config.replace(screen=False)
+
+    def discover(self) -> UnitsDiscovery:
+        """The steps, in the working units: the reduction (none: the columns as they are), a
+        constant times the monomial when it explains the target, the search on the groups,
+        and the columns too when the groups' formula does not verify."""
+        rows, reason = self.reduced_rows()
+        if rows is None:
+            return self.on_columns(reason)
+        red, fit_idx = rows.red, rows.fit_idx
+        best_q, best_r2 = red.closest_monomial(rows.x[fit_idx], rows.y[fit_idx])  # a constant times it needs no KAN
+        g, yp = red.reduce(rows.x, rows.y)
+        finite = bool(np.all(np.isfinite(g)) and np.all(np.isfinite(yp)))
+        searchable = finite and bool(red.groups)  # a function of the groups can be searched for
+        if not finite and best_q is None:
+            return self.on_columns("the dimensionless groups are not finite on these rows (zero or negative values)")
+        constant = None
+        if best_q is not None and (not searchable or best_r2 >= TRY_CONSTANT_R2):
+            constant = _constant(replace(rows, red=red.with_p(best_q)))
+            if (best_r2 >= CONSTANT_R2 or (not searchable and best_r2 >= TRY_CONSTANT_R2) or
+                    (searchable and _groups_explain_nothing(red.with_p(best_q), rows.x[fit_idx], rows.y[fit_idx]))):
+                return _logged(constant)
+            if not searchable:
+                return self.on_columns(f"{self.target} is not a constant times {red.monomial(rows.symbols)} (R² "
+                                       f"{best_r2:.4f}) although the units allow nothing else: a unit is wrong or a "
+                                       "variable is missing")
+        # a limit of its own (its stages' shares are shares of it), its cuts recorded in the run's
+        limit = _part(self.deadline, GROUPS_SHARE * self.deadline.seconds if self.deadline.seconds else None)
+        reduced = self.on_groups(g, yp, rows, constant, limit)
+        self.deadline.absorb(limit)
+        if reduced.formulas[0].warning is None or self.deadline.remaining() < MIN_PLAIN_SECONDS:
+            return reduced
+        return self.columns_too(reduced)
+
+    def reduced_rows(self) -> tuple[ReducedRows | None, str | None]:
+        """The working rows with their reduction (:func:`analyze`); or None and why (None: the
+        reduction leaves every column as it is)."""
+        x, yv, fit_idx = self.x_work, self.y_work[:, 0], self.fit_idx
+        red = analyze(self.names, [self.parsed[n] for n in self.names], self.parsed[self.target], x[fit_idx],
+                      yv[fit_idx])
+        if red is None:
+            return None, (f"the units of {self.target} cannot be made from those of {', '.join(self.names)} "
+                          "(inconsistent units; every unit name is its own base dimension, so write derived units "
+                          "in base ones, e.g. N as kg*m/s^2)")
+        if red.trivial:
+            return None, None
+        return ReducedRows(x, yv, red, fit_idx, self.test_idx, self.n_test, _symbols(self.names, x), self.target,
+                           self.text), None
+
+    def on_columns(self, reason: str | None, config: DiscoverConfig | None = None,
+                   deadline: Deadline | None = None) -> UnitsDiscovery:
+        """:func:`~kansym.discover.run.discover` on the columns themselves (``reason``, when
+        given, is logged as a warning: why no reduction is used)."""
         if reason:
             log.warning("%s; discovering without a dimensional reduction", reason)
-        res = discover(x, y, names, [target], how, progress=progress, deadline=limit)
-        return UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=None, units=text)
+        res = discover(self.x_work, self.y_work, self.names, [self.target], config or self.searched,
+                       progress=self.progress, deadline=deadline or self.deadline)
+        return UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=None,
+                              units=self.text)
 
-    if red is None:
-        return plain(f"the units of {target} cannot be made from those of {', '.join(names)} (inconsistent units; every unit name is its own base dimension, so write derived units in base ones, e.g. N as kg*m/s^2)")
-    if red.trivial:
-        return plain(None)
-    symbols = _symbols(names, x)
-    rows = ReducedRows(x, yv, red, fit_idx, test_idx, n_test, symbols, target, text)
-    best_q, best_r2 = red.closest_monomial(x[fit_idx], yv[fit_idx])  # a constant times it needs no KAN
-    g, yp = red.reduce(x, yv)
-    if not (np.all(np.isfinite(g)) and np.all(np.isfinite(yp))):
-        if best_q is None:
-            return plain("the dimensionless groups are not finite on these rows (zero or negative values)")
-        g = None
-    constant = None
-    if best_q is not None and (not red.groups or g is None or best_r2 >= TRY_CONSTANT_R2):
-        constant = _constant(replace(rows, red=red.with_p(best_q)))
-        if best_r2 >= CONSTANT_R2 or (g is not None and red.groups and _groups_explain_nothing(red.with_p(best_q), x[fit_idx], yv[fit_idx])):
-            return _logged(constant)
-        if not red.groups or g is None:
-            if best_r2 >= TRY_CONSTANT_R2:
-                return _logged(constant)
-            return plain(f"{target} is not a constant times {red.monomial(symbols)} (R² {best_r2:.4f}) although "
-                         "the units allow nothing else: a unit is wrong or a variable is missing")
-    # a limit of its own (its stages' shares are shares of it), its cuts recorded in the run's
-    groups_limit = _part(deadline, GROUPS_SHARE * deadline.seconds if deadline.seconds else None)
-    reduced = _on_groups(g, yp, rows, constant, config, progress, groups_limit)
-    deadline.absorb(groups_limit)
-    if reduced.formulas[0].warning is None or deadline.remaining() < MIN_PLAIN_SECONDS:
+    def on_groups(self, g: np.ndarray, yp: np.ndarray, rows: ReducedRows, constant,
+                  limit: Deadline) -> UnitsDiscovery:
+        """Discovery on the dimensionless groups ``g`` of ``yp = y / prod x^p`` until ``limit``,
+        mapped back to the columns (:func:`map_back`, :func:`weighted_search`); the monomial
+        with a fitted constant, ``constant``, when it leaves no more unexplained."""
+        t0 = time.perf_counter()
+        red, target = rows.red, rows.target
+        # the KAN (and its checkpoints) predict y / monomial, not the target: name it so, since
+        # `kansym symbolify` on those checkpoints prints "<name> = f(groups)"
+        res = discover(g, yp[:, None], list(red.group_names), [f"{target}_reduced"], self.searched,
+                       progress=self.progress, deadline=limit)
+        formulas = tuple(map_back(f, res, rows) for f in res.formulas)
+        weighted = weighted_search(g, yp, res, formulas[0], rows, self.searched, limit)
+        if weighted is not None:
+            formulas = (weighted, *formulas[1:])
+        out = UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=red, units=rows.text)
+        meta = reduction_meta(red, target)  # the checkpoints predict from the table's columns (kansym predict)
+        out = replace(out, formulas=formulas, trained=res.trained.replace_model(res.trained.model, reduction=meta),
+                      pruned=res.pruned.replace_model(res.pruned.model, reduction=meta))
+        if constant is not None:
+            fc, fk = constant.formulas[0], formulas[0]
+            # the monomial wins unless the KAN's formula leaves clearly less unexplained (held out)
+            if (1 - fc.r2_test) <= 1.1 * (1 - fk.r2_test) + 1e-12 or not np.isfinite(fk.r2_test):
+                return replace(_logged(constant), seconds={**out.seconds, "constant": constant.seconds["constant"],
+                                                           "total": time.perf_counter() - t0})
+        return out
+
+    def columns_too(self, reduced: UnitsDiscovery) -> UnitsDiscovery:
+        """The columns themselves in the time left, after a groups' formula ``reduced`` that did
+        not verify (the reduction can hide the law from the searches: a law whose groups need
+        a product the KAN does not separate); the first verified wins."""
+        log.info("the formula on the dimensionless groups did not verify; discovering on the columns too")
+        limit = _part(self.deadline, self.deadline.remaining() if self.deadline.seconds else None)
+        direct = self.on_columns(None, self.config, limit)
+        self.deadline.absorb(limit)
+        if direct.formulas[0].warning is None:
+            log.info("the formula found on the columns verified: it is the answer (no dimensional reduction)")
+            return direct
         return reduced
-    # the reduction can hide the law from the searches (a law whose groups need a product the
-    # KAN does not separate): the columns themselves, in the time left; the first verified wins
-    log.info("the formula on the dimensionless groups did not verify; discovering on the columns too")
-    columns_limit = _part(deadline, deadline.remaining() if deadline.seconds else None)
-    direct = plain(None, asked, columns_limit)
-    deadline.absorb(columns_limit)
-    if direct.formulas[0].warning is None:
-        log.info("the formula found on the columns verified: it is the answer (no dimensional reduction)")
-        return direct
-    return reduced
+
+    def to_table(self, res: UnitsDiscovery) -> UnitsDiscovery:
+        """A units discovery of the working units in the table's (:mod:`kansym.discover.rows`): the
+        formulas by the column scales (checked on the fitting rows, table units), the KAN of
+        the groups by the groups' (``U k`` for a group of exponents ``U``, ``k_y - p . k`` for
+        ``y / prod x^p``)."""
+        scales = self.scales
+        if scales.identity:
+            return res
+        formulas = tuple(formula_to_table(f, scales) for f in res.formulas)
+        for f in formulas:
+            check_representable(f, self.x[self.fit_idx], self.y[self.fit_idx, 0], scales)
+        red, kx = res.reduction, [Fraction(k) for k in scales.x_exp]
+        model = scales
+        if red is not None and res.trained is not None:
+            model = ColumnScales(tuple(sum(int(e) * k for e, k in zip(row, kx)) for row in red.groups),
+                                 (Fraction(scales.y_exp[0]) - sum(Fraction(p) * k for p, k in zip(red.p, kx)),),
+                                 scales.y_sign)
+        bundle = (lambda b: None if b is None else model.bundle_to_table(b))
+        return replace(res, formulas=formulas, trained=bundle(res.trained), pruned=bundle(res.pruned),
+                       symbolic=symbolic_to_table(res.symbolic, model))
 
 
 def _part(deadline: Deadline, seconds: float | None) -> Deadline:
@@ -658,33 +746,6 @@ def _part(deadline: Deadline, seconds: float | None) -> Deadline:
     if seconds is None or deadline.seconds is None:
         return Deadline(None)
     return Deadline(max(min(seconds, deadline.remaining()), 1e-3))
-
-
-def _on_groups(g, yp, rows: ReducedRows, constant, config: DiscoverConfig, progress,
-               deadline: Deadline) -> "UnitsDiscovery":
-    """Discovery on the dimensionless groups, mapped back to the columns (the monomial with a
-    fitted constant, ``constant``, when it leaves no more unexplained)."""
-    t0 = time.perf_counter()
-    red, target = rows.red, rows.target
-    # the KAN (and its checkpoints) predict y / monomial, not the target: name it so, since
-    # `kansym symbolify` on those checkpoints prints "<name> = f(groups)"
-    res = discover(g, yp[:, None], list(red.group_names), [f"{target}_reduced"], config, progress=progress,
-                   deadline=deadline)
-    formulas = tuple(map_back(f, res, rows) for f in res.formulas)
-    weighted = weighted_search(g, yp, res, formulas[0], rows, config, deadline)
-    if weighted is not None:
-        formulas = (weighted, *formulas[1:])
-    out = UnitsDiscovery(**{f: getattr(res, f) for f in res.__dataclass_fields__}, reduction=red, units=rows.text)
-    meta = reduction_meta(red, target)  # the checkpoints predict from the table's columns (kansym predict)
-    out = replace(out, formulas=formulas, trained=res.trained.replace_model(res.trained.model, reduction=meta),
-                  pruned=res.pruned.replace_model(res.pruned.model, reduction=meta))
-    if constant is not None:
-        fc, fk = constant.formulas[0], formulas[0]
-        # the monomial wins unless the KAN's formula leaves clearly less unexplained (held out)
-        if (1 - fc.r2_test) <= 1.1 * (1 - fk.r2_test) + 1e-12 or not np.isfinite(fk.r2_test):
-            return replace(_logged(constant), seconds={**out.seconds, "constant": constant.seconds["constant"],
-                                              "total": time.perf_counter() - t0})
-    return out
 
 
 def _groups_explain_nothing(red: Reduction, x: np.ndarray, y: np.ndarray) -> bool:

@@ -173,16 +173,16 @@ def _groups_fail_verification(monkeypatch, seen=None):
     ``seen["groups_limit"]`` records the limit it was given."""
     import kansym.discover.dimensional as dim
 
-    on_groups = dim._on_groups
+    on_groups = dim.UnitsRun.on_groups
 
-    def unverified(*args):
+    def unverified(self, *args):
         if seen is not None:
             seen["groups_limit"] = args[-1].seconds
-        res = on_groups(*args)
+        res = on_groups(self, *args)
         f = res.formulas[0]
         return dataclasses.replace(res, formulas=(dataclasses.replace(f, r2_test=f.r2_model_test - 0.5),))
 
-    monkeypatch.setattr(dim, "_on_groups", unverified)
+    monkeypatch.setattr(dim.UnitsRun, "on_groups", unverified)
     return dim
 
 
