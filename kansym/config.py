@@ -26,6 +26,9 @@ R2_THRESHOLD = 0.999
 # R² by which two versions of one formula (rounded or refitted constants, a rewrite, the table's units
 # instead of the working ones) may differ and still count as equal: float64 rounding, not fit
 R2_TOLERANCE = 1e-6
+# a term of a sum whose median size on the rows is below this share of the sum's largest term: no
+# data resolve it (issue 34: a printed formula keeps no such term), kansym.symbolic.pareto
+NEGLIGIBLE_TERM = 1e-6
 # The defaults below are DiscoverConfig's (kansym.discover.config, where their meaning is given and
 # from which kansym fit's options and KANRegressor's parameters are generated); they are defined here,
 # in the lowest layer, because functions of the lower layers take them as defaults too.

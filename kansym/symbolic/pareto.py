@@ -8,6 +8,10 @@ expression tree (PySR's default complexity: every operator, variable and constan
 at least as accurate. The chosen formula is the pipeline's answer: the lowest
 information criterion of the Occam step (BIC, Schwarz 1978), refined; it is marked
 (and listed even if some other candidate dominates it, so a user sees that too).
+
+Every other candidate is listed without the terms of its sums that no data resolve
+(:func:`drop_negligible_terms`): ``2.95e-48*exp(...) + 100*tanh(...)`` is listed as
+``100*tanh(...)``, at the same R² to :data:`~kansym.config.NEGLIGIBLE_TERM`.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from typing import Iterable, Sequence
 import numpy as np
 import sympy
 
+from kansym.config import NEGLIGIBLE_TERM
 from kansym.symbolic.compose import predictions
 from kansym.symbolic.verify import nrmse, r2_score
 
-__all__ = ["FrontEntry", "expression_complexity", "pareto_front"]
+__all__ = ["FrontEntry", "expression_complexity", "pareto_front", "drop_negligible_terms"]
 
 
 def expression_complexity(expr: sympy.Expr) -> int:
@@ -131,10 +136,13 @@ def pareto_front(candidates: Iterable[sympy.Expr], chosen: sympy.Expr, symbols: 
     Returns
     -------
     tuple of FrontEntry
-        Sorted by complexity; each is non-dominated, except possibly the chosen one.
+        Sorted by complexity; each is non-dominated, except possibly the chosen one. The
+        candidates other than ``chosen`` without their negligible terms
+        (:func:`drop_negligible_terms` on ``x``).
     """
     exprs = {str(chosen): chosen}
     for e in candidates:
+        e = drop_negligible_terms(e, symbols, x)
         exprs.setdefault(str(e), e)
     scored = []
     for key, e in exprs.items():
@@ -150,3 +158,42 @@ def pareto_front(candidates: Iterable[sympy.Expr], chosen: sympy.Expr, symbols: 
         if not dominated:
             best = r2
     return tuple(out)
+
+
+def drop_negligible_terms(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: np.ndarray,
+                          rel: float = NEGLIGIBLE_TERM) -> sympy.Expr:
+    """``expr`` without the terms of its sums whose median absolute value on the rows ``x (N, d)``
+    (columns ordered like ``symbols``) is below ``rel`` times that of the sum's largest term.
+
+    Such a term changes no prediction by more than ``rel`` of the sum (a constant ``2.95e-48``
+    in front of an ``exp`` that the fit drove to zero, a coefficient ``6.7e-12`` on a column): it
+    is structure the data do not resolve, and a formula that keeps it reads as a law it is not.
+    Sums are cleaned from the inside out; a term that cannot be evaluated on every row, or
+    a sum none of whose terms can, is kept. Returns ``expr`` itself when nothing is dropped.
+
+    Examples
+    --------
+    >>> import numpy as np, sympy
+    >>> a, b = sympy.symbols("a b", positive=True)
+    >>> x = np.column_stack([np.linspace(1, 2, 50), np.linspace(3, 4, 50)])
+    >>> drop_negligible_terms(2 * a + 1e-9 * b + sympy.exp(1e-12 * a + b), [a, b], x)
+    2*a + exp(b)
+    """
+    expr = sympy.sympify(expr)
+    sums = sorted(expr.atoms(sympy.Add), key=sympy.count_ops)  # the inner ones first
+    cleaned: dict[sympy.Expr, sympy.Expr] = {}
+    for add in sums:
+        add_now = add.xreplace(cleaned)
+        if not isinstance(add_now, sympy.Add):
+            cleaned[add] = add_now
+            continue
+        with np.errstate(all="ignore"):
+            sizes = np.array([np.median(np.abs(predictions(t, symbols, x))) for t in add_now.args])
+        if not np.all(np.isfinite(sizes)) or sizes.max() <= 0:
+            cleaned[add] = add_now
+            continue
+        keep = [t for t, s in zip(add_now.args, sizes) if s >= rel * sizes.max()]
+        cleaned[add] = sympy.Add(*keep) if len(keep) < len(add_now.args) else add_now
+    if all(k is v or k == v for k, v in cleaned.items()):
+        return expr
+    return expr.xreplace(cleaned)

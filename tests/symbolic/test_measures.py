@@ -121,6 +121,26 @@ def test_pareto_front_scores_are_r2_score_and_nrmse():
     assert undefined.r2 == -math.inf and undefined.error == math.inf
 
 
+
+def test_the_front_lists_no_term_the_data_cannot_resolve():
+    """Issue 34 (random laws, tuning range, noise 0.01): Pareto alternatives were printed with a term
+    below 1e-6 of their sum (``-3.9e-8*x1 + 6.66e-12*x2 + 0.0796``, ``2.95e-48*exp(...) + ...``)."""
+    from kansym.symbolic.pareto import drop_negligible_terms, pareto_front
+
+    a, b = sympy.symbols("a b", positive=True)
+    x = RNG.uniform(1.0, 10.0, (200, 2))
+    y = 0.0795980118514721 - 3.90081876308056e-8 * x[:, 0]  # the alternative is exact, so it is listed
+    junk = sympy.Float(-3.90081876308056e-8) * a + sympy.Float(6.65916686575319e-12) * b + sympy.Float(0.0795980118514721)
+    assert drop_negligible_terms(junk, [a, b], x) == sympy.Float(-3.90081876308056e-8) * a + sympy.Float(0.0795980118514721)
+    nested = sympy.Float(2.0) * sympy.exp(-a + sympy.Float(1e-13) * b) + sympy.Float(3e-12) * a ** 2
+    assert drop_negligible_terms(nested, [a, b], x) == sympy.Float(2.0) * sympy.exp(-a)
+    kept = sympy.Float(1e-3) * a + b  # small but resolved: stays
+    assert drop_negligible_terms(kept, [a, b], x) is kept
+    chosen = sympy.Rational(1, 4) / sympy.pi
+    front = pareto_front([junk], chosen, [a, b], x, y)
+    assert [e.expr for e in front if not e.chosen] == [sympy.Float(-3.90081876308056e-8) * a
+                                                       + sympy.Float(0.0795980118514721)]
+
 def test_occam_and_direct_errors_are_nrmse():
     from kansym.symbolic.compose import lambdify_formula
     from kansym.symbolic.direct import _error
