@@ -40,7 +40,7 @@ equation and method goes to stdout (and ``--out``), then a Markdown summary (als
 ``--summary``) with both halves apart and the guardrail counts of kansym's printed formulas
 (``bench/formula_guard.py``: every expression ``kansym fit`` prints for the equation, i.e.
 the formula, or for a partial one the best closed form beside it, and the Pareto front's
-entries, :func:`kansym.discover.choice.printed_expressions`; a partial formula's own
+entries, :func:`kansym.discover.wording.printed_expressions`; a partial formula's own
 expression, with its numeric edges, is kept in the record but not printed). ``--report`` reads the JSON lines of several runs (noise 0 and
 0.01, with and without units) and prints one table of them, running nothing::
 
@@ -197,7 +197,7 @@ def run_equation(eq: Equation, args: argparse.Namespace) -> dict:
 
     from kansym.discover.dimensional import discover_with_units
     from kansym.discover import DiscoverConfig, discover
-    from kansym.discover.choice import printed_expressions
+    from kansym.discover.wording import printed_expressions
     from kansym.symbolic.verify import is_exact_recovery, r2_score
 
     torch.set_num_threads(1)

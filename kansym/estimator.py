@@ -4,7 +4,7 @@
 does; ``predict`` evaluates the discovered formula, ``score`` is its R², ``sympy()`` and
 ``latex()`` give the formula, ``summary()`` the answer in ``kansym fit``'s words (a partial
 formula, one with numeric edges, said to be partial, the best closed form beside it:
-:func:`kansym.discover.choice.report_lines`), and ``equations_`` the complexity/error
+:func:`kansym.discover.wording.report_lines`), and ``equations_`` the complexity/error
 Pareto front as a table, in the manner of PySR's ``PySRRegressor`` (Cranmer 2023, arXiv:2305.01582) and of
 scikit-learn's estimator conventions (constructor stores parameters only; learned
 attributes end in ``_``; ``get_params``/``set_params``). scikit-learn itself is not
@@ -228,7 +228,7 @@ class KANRegressor:
     def _warning_text(self) -> str:
         """The warning of :meth:`fit`: :attr:`warning_`, and for a partial formula the
         lines ``kansym fit`` prints in place of ``target = ...``."""
-        from kansym.discover.choice import answer_lines
+        from kansym.discover.wording import answer_lines
 
         f = self._fitted()
         return f.warning if not f.partial else f"{f.warning}\n" + "\n".join(answer_lines(f))
@@ -291,8 +291,8 @@ class KANRegressor:
         """The answer as ``kansym fit`` prints it (without the Pareto front): the formula, or
         for a partial one that no closed form was verified, the best closed form and the
         partial formula labelled; the R² line; a ``WARNING`` line when it is no verified answer
-        (:func:`kansym.discover.choice.report_lines`)."""
-        from kansym.discover.choice import report_lines
+        (:func:`kansym.discover.wording.report_lines`)."""
+        from kansym.discover.wording import report_lines
 
         return "\n".join(report_lines(self._fitted()))
 

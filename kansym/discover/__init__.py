@@ -13,7 +13,8 @@ working units), :mod:`~kansym.discover.structure` (additivity, log or linear uni
 :mod:`~kansym.discover.structure_search` and :mod:`~kansym.discover.structure_tests` (the
 reference model and the structure search on it), :mod:`~kansym.discover.stages` (train, prune,
 fine-tune; symbolify, Occam step, refine, verify), :mod:`~kansym.discover.choice` (the answer
-among the KAN's formula and the searches' candidates), :mod:`~kansym.discover.run`
+among the KAN's formula and the searches' candidates), :mod:`~kansym.discover.wording` (the
+answer's one wording), :mod:`~kansym.discover.run`
 (:func:`discover`, :func:`train`), :mod:`~kansym.discover.progress` (the time limit's shares,
 the stage running, its line on a terminal), :mod:`~kansym.discover.result` (:class:`Formula`,
 :class:`Discovery`), :mod:`~kansym.discover.resume` (interrupted runs, in or after their

@@ -30,14 +30,11 @@ the most accurate one on the held-out rows (:func:`choose` with complexity weigh
   (:attr:`~kansym.discover.result.Formula.closed_form`), so the record and the printed
   output can say that no closed form was verified and show the best one found.
 
-:func:`answer_lines` and :func:`report_lines` are the one wording of the answer: ``kansym
-fit`` prints them and :class:`kansym.KANRegressor` gives them (``summary()``, its warning),
-so the two never disagree on what the formula is.
+How the answer is worded (printed, summarised) is :mod:`kansym.discover.wording`'s.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import replace
@@ -52,16 +49,12 @@ from kansym.deadline import Deadline, time_is_up
 from kansym.discover.result import R2_GAP, ClosedForm, Discovery, Formula
 from kansym.symbolic.compose import lambdify_formula, predictions
 from kansym.symbolic.direct import ERROR_FLOOR, DirectCandidate, selection_score
-from kansym.symbolic.export import to_latex
-from kansym.symbolic.parse import identifiers, rename_symbols
-from kansym.symbolic.fit import edge_labels
 from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import exact_as_floats, refine
 from kansym.symbolic.verify import fidelity, nrmse, r2_score
 
 __all__ = ['choose', 'significantly_better', 'paired_gain', 'choose_formula', 'kept_run', 'DIRECT_MARGIN',
-    'SIGNIFICANT_Z', 'SIGNIFICANT_NODES', 'RUN_TIE', 'PARTIAL_TIE', 'settle_partial', 'closed', 'answer_lines',
-    'report_lines', 'rows_label', 'identifier_names', 'printed_expressions']
+    'SIGNIFICANT_Z', 'SIGNIFICANT_NODES', 'RUN_TIE', 'PARTIAL_TIE', 'settle_partial', 'closed']
 
 log = logging.getLogger("kansym")
 
@@ -419,80 +412,3 @@ def settle_partial(formula: Formula, direct: Sequence[DirectCandidate] | None, x
                        r2_test=next(e.r2 for e in front if e.chosen), front=front, origin=origin, reason=reason,
                        closed_form=None)
     return replace(formula, closed_form=ClosedForm(best, r2, complexity, origin))
-
-
-def rows_label(formula: Formula) -> str:
-    """Which rows :attr:`Formula.r2_test` is on: ``"held-out, N rows"`` or ``"fitting rows"``."""
-    return f"held-out, {formula.n_test} rows" if formula.n_test else "fitting rows"
-
-
-def answer_lines(formula: Formula) -> list[str]:
-    """The answer as ``kansym fit`` prints it, one string a line.
-
-    A closed form: ``target = <latex>`` and ``sympy: <expr>``. A partial formula (numeric
-    edges) is never on such a line, which a reader could copy as the law, and its text is
-    not printed at all (an opaque function inside a printed formula is worse than "not
-    found"): the first line says that no closed form was verified, the second gives the
-    best closed form found (:attr:`Formula.closed_form`) with its R², or says there is
-    none, the third says where the partial formula is kept (:attr:`Formula.expr`,
-    ``formula.json``'s ``sympy``, the comments of ``formula.tex``).
-
-    Examples
-    --------
-    >>> import sympy
-    >>> from kansym.discover.result import Formula
-    >>> from kansym.symbolic.verify import Fidelity
-    >>> x = sympy.Symbol("x")
-    >>> f = Formula(expr=2 * x, raw=2 * x, symbols=(x,), fidelity=Fidelity(1.0, 1.0, 0.0, 0.0), target="y")
-    >>> answer_lines(f)
-    ['y = 2 x', 'sympy: 2*x']
-    """
-    f = formula
-    on_idents = identifier_names(f)
-    mapped = ("" if all(k == v for k, v in on_idents.items()) else
-              f"   symbols: {json.dumps({v: k for k, v in on_idents.items()}, ensure_ascii=False)}")
-
-    def text(expr: sympy.Expr) -> str:  # identifiers, as formula.json writes them: the text parses back
-        return str(rename_symbols(expr, on_idents))
-    if not f.partial:
-        return [f"{f.target} = {to_latex(f.expr)}", f"sympy: {text(f.expr)}{mapped}"]
-    edges = edge_labels(f.numeric_edges)  # the name in formula.json, and the edge as the log names it
-    c = f.closed_form
-    best = ("best closed form found: none" if c is None else
-            f"best closed form found (not verified: R² ({rows_label(f)}) = {c.r2_test:.6f}, "
-            f"model's {f.r2_model_test:.6f}): {text(c.expr)}")
-    return [f"{f.target}: no closed form was verified (edges {edges} fit no primitive)", best,
-            f"partial formula (R² below are its): not printed, as {', '.join(f.numeric_edges)} are numeric curves "
-            "of the model, "
-            "not functions; it is kept in formula.json ('sympy') and Formula.expr"]
-
-
-def printed_expressions(formula: Formula) -> list[sympy.Expr]:
-    """Every expression :func:`report_lines` and the Pareto table of ``kansym fit`` print for
-    ``formula``, in printing order: the formula (or, for a partial one, its best closed form,
-    if any), then the front's entries without numeric edges (those are counted, not printed:
-    :func:`kansym.cli.report.pareto_table`). ``bench/feynman.py`` checks these for junk
-    (its ``formula_guard``)."""
-    head = ([formula.closed_form.expr] if formula.partial and formula.closed_form is not None
-            else ([] if formula.partial else [formula.expr]))
-    return head + [e.expr for e in formula.front if closed(e.expr)]
-
-
-def identifier_names(formula: Formula) -> dict[str, str]:
-    """``{column: identifier}`` of the formula's symbols (:func:`kansym.symbolic.parse.identifiers`):
-    the printed ``sympy`` text names columns as ``formula.json`` does."""
-    columns = [s.name for s in formula.symbols]
-    return dict(zip(columns, identifiers(columns)))
-
-
-def report_lines(formula: Formula) -> list[str]:
-    """:func:`answer_lines`, then the R² line (the formula's and the model's on the rows of
-    :func:`rows_label`, the fitting rows' and the agreement with the model) and, when the
-    formula is no verified answer, a ``WARNING`` line (:attr:`Formula.warning`)."""
-    f, where = formula, rows_label(formula)
-    lines = answer_lines(f) + [
-        f"R² ({where}) = {f.r2_test:.6f}   model R² ({where}) = {f.r2_model_test:.6f}   "
-        f"R² (data) = {f.fidelity.r2_data:.6f}   R² (vs model) = {f.fidelity.r2_model:.6f}"]
-    if f.warning:
-        lines.append(f"WARNING: not a verified answer: {f.warning}")
-    return lines

@@ -2,7 +2,7 @@
 
 PySR (Cranmer 2023, arXiv:2305.01582) searches whole formulas on the fitting rows; its
 answer (:func:`pysr_best`, PySR's ``model_selection="best"``: a reading of PySR's output, not kansym's choice)
-is verified on the held-out rows of :func:`kansym.discover.result.split_holdout` and
+is verified on the held-out rows of a discovery run (:meth:`kansym.discover.rows.Rows.split`) and
 returned as the same :class:`~kansym.discover.result.Formula` the KAN pipeline returns.
 PySR needs Julia; it is imported lazily (:func:`import_pysr`).
 
@@ -38,7 +38,9 @@ import sympy
 from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
 
 from kansym.config import HOLDOUT
-from kansym.discover.result import Formula, split_holdout
+from kansym.discover.config import DiscoverConfig
+from kansym.discover.result import Formula
+from kansym.discover.rows import Rows
 from kansym.errors import ConfigError, FitError
 from kansym.symbolic.compose import input_symbols, lambdify_formula
 from kansym.symbolic.pareto import pareto_front
@@ -203,6 +205,10 @@ def discover_pysr(x: np.ndarray, y: np.ndarray, input_names: Sequence[str], targ
                   config: PySRConfig | None = None, *, holdout: float = HOLDOUT, seed: int = 0):
     """Run PySR on ``x (N, d)``, ``y (N,)`` and verify its answer on held-out rows.
 
+    The rows are split as a discovery run's (:meth:`kansym.discover.rows.Rows.split`,
+    ``holdout`` and ``seed``); PySR searches all the fitting rows (no ``max_train_rows``
+    cap: that is the KAN's).
+
     Returns
     -------
     kansym.discover.result.Formula
@@ -214,16 +220,13 @@ def discover_pysr(x: np.ndarray, y: np.ndarray, input_names: Sequence[str], targ
     """
     config = config or PySRConfig()
     pysr = import_pysr()
-    fit_idx, test_idx = split_holdout(x.shape[0], holdout, seed)
-    xf, yf = x[fit_idx], y[fit_idx]
+    rows = Rows.split(x, np.reshape(y, (-1, 1)), DiscoverConfig(holdout=holdout, seed=seed, max_train_rows=None))
     model = pysr.PySRRegressor(
         niterations=config.niterations, maxsize=config.maxsize, binary_operators=list(config.binary_operators),
         unary_operators=list(config.unary_operators), timeout_in_seconds=config.timeout_in_seconds,
         random_state=config.seed, deterministic=True, parallelism="serial", progress=False, verbosity=0,
     )
-    model.fit(xf, yf, variable_names=list(input_names))
-    symbols = input_symbols(input_names)
-    xt = yt = None
-    if test_idx is not None:
-        xt, yt = x[test_idx], y[test_idx]
-    return formulas_from_table(model.equations_, symbols, target, xf, yf, xt, yt)
+    model.fit(rows.x, rows.y[:, 0], variable_names=list(input_names))
+    y_test = None if rows.y_test is None else rows.y_test[:, 0]
+    return formulas_from_table(model.equations_, input_symbols(input_names), target, rows.x, rows.y[:, 0],
+                               rows.x_test, y_test)

@@ -100,8 +100,9 @@ def read_table(
         names, a row with more fields than the header, or fewer than 2 data rows,
         or for any reason listed in :func:`read_table_from_frame`.
     """
-    return read_table_from_frame(read_frame(path), target, inputs, dropna=dropna, drop_constant=drop_constant,
-                                 drop=drop, source=str(path))
+    frame = read_frame(path)
+    return read_table_from_frame(frame, target, inputs, dropna=dropna, drop_constant=drop_constant, drop=drop,
+                                 source=str(path))
 
 
 def check_data_path(path: str | Path) -> Path:

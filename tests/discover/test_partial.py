@@ -82,7 +82,7 @@ def test_a_partial_formula_carries_the_best_closed_form_and_says_no_closed_form_
     assert any(re.match(rf"^   \({len(f.front) - len(kept)} partial formulas? with numeric edges, not printed", line)
                for line in lines), lines
     # what the bench's guardrails check is exactly what was printed: the closed form, then the front's rest
-    from kansym.discover.choice import printed_expressions
+    from kansym.discover.wording import printed_expressions
     assert printed_expressions(f) == [f.closed_form.expr] + [e.expr for e in kept]
     assert lines[1].endswith(str(f.closed_form.expr))
     assert sum(line.endswith(f"  {e.expr}") for line in lines for e in kept) == len(kept)
@@ -122,7 +122,7 @@ def test_a_closed_form_snapped_by_another_search_is_decided_again_against_the_mo
 
 def test_kanregressor_says_what_the_cli_prints_for_a_partial_formula(tmp_path, capsys):
     from kansym import KANRegressor
-    from kansym.discover.choice import report_lines
+    from kansym.discover.wording import report_lines
 
     f = _settle(_partial([sympy.Float(0.25) * sympy.cos(sympy.Float(2.9) * t)]))
     write_formula_files(tmp_path, formula_record(f, symbolic=FITS))

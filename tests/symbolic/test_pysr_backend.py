@@ -7,14 +7,17 @@ PySR imports.
 
 import importlib
 import sys
+import types
 
 import numpy as np
 import pandas as pd
 import pytest
 import sympy
 
+from kansym.config import HOLDOUT
 from kansym.errors import ConfigError, FitError
 from kansym.discover import pysr as dp, pysr as pb
+from kansym.discover.result import split_holdout
 from kansym.symbolic.verify import is_exact_recovery
 
 
@@ -44,6 +47,37 @@ def test_discover_pysr_fails_cleanly_without_pysr(monkeypatch):
     x = np.random.default_rng(0).uniform(1, 2, (50, 2))
     with pytest.raises(ConfigError, match="not installed"):
         dp.discover_pysr(x, x[:, 0] * x[:, 1], ["I", "gamma"], "y")
+
+
+def _fake_pysr(monkeypatch, seen: dict) -> None:
+    """A stand-in ``pysr`` module (PySR itself is never imported here): its regressor records
+    the rows it is given and answers with a fixed equation table."""
+    class PySRRegressor:
+        def __init__(self, **kwargs):
+            seen["kwargs"] = kwargs
+
+        def fit(self, x, y, variable_names):
+            seen["x"], seen["y"], seen["names"] = x, y, variable_names
+            self.equations_ = pd.DataFrame({"complexity": [1, 3], "loss": [1.0, 1e-14],
+                                            "equation": ["2.0", f"{variable_names[0]} * {variable_names[1]}"]})
+
+    monkeypatch.setitem(sys.modules, "pysr", types.SimpleNamespace(PySRRegressor=PySRRegressor))
+
+
+@pytest.mark.parametrize("n, seed", [(200, 0), (200, 3), (4000, 1), (50, 0)])
+def test_pysr_searches_the_fitting_rows_of_the_runs_split_and_is_verified_on_the_held_out_ones(monkeypatch, n, seed):
+    # the split of a discovery run (Rows.split): HOLDOUT of the rows, seeded; every fitting row goes to
+    # PySR (max_train_rows caps the KAN's training rows, not PySR's); 50 rows hold none out
+    seen: dict = {}
+    _fake_pysr(monkeypatch, seen)
+    x = np.random.default_rng(seed).uniform(1, 3, (n, 2))
+    y = x[:, 0] * x[:, 1]
+    f = dp.discover_pysr(x, y, ["m", "a"], "F", pb.PySRConfig(seed=seed), seed=seed)
+    fit_idx, test_idx = split_holdout(n, HOLDOUT, seed)
+    assert np.array_equal(seen["x"], x[fit_idx]) and np.array_equal(seen["y"], y[fit_idx])
+    assert seen["names"] == ["m", "a"] and seen["kwargs"]["random_state"] == seed
+    assert f.n_test == (0 if test_idx is None else len(test_idx)) and (n > 50) == (test_idx is not None)
+    assert str(f.expr) == "a*m" and f.r2_test == pytest.approx(1.0) and f.origin == "pysr"
 
 
 def test_parse_uses_kansym_symbols_and_pysr_operators():
