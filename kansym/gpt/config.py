@@ -10,6 +10,7 @@ from kansym.config import PlainConfig
 from kansym.errors import ConfigError
 from kansym.gpt.matching import KAN_KINDS, match_ffn_hidden, match_kan_hidden
 from kansym.nn.bases import BASES
+from kansym.nn.config import GRID_SIZE
 
 __all__ = ["FC_INITS", "FFN_KINDS", "GPTTrainConfig", "KANGPTConfig", "match_kan_hidden", "parse_ffn"]
 
@@ -127,7 +128,7 @@ class KANGPTConfig(PlainConfig):
     mlp_ratio: int = 4
     fc_init: str = "default"
     kan_basis: str = "bspline"
-    kan_grid_size: int = 5
+    kan_grid_size: int = GRID_SIZE
     kan_degree: int = 3
     kan_grid_range: tuple[float, float] = (-2.0, 2.0)
     kan_hidden: Any = None

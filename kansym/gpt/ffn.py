@@ -35,6 +35,7 @@ from kansym.errors import ConfigError
 from kansym.gpt.config import KANGPTConfig
 from kansym.gpt.grkan import RATIONAL_INITS, GRKANFFN, SwiGLUFFN, gaussian_second_moment, rational_second_moment
 from kansym.nn.bases import make_kan_layer, n_basis
+from kansym.nn.config import GRID_SIZE
 
 __all__ = ["MLPFFN", "KANFFN", "LowRankKANLayer", "build_ffn", "edge_scores", "input_projection_stds", "sparsity_penalty"]
 
@@ -113,7 +114,7 @@ class LowRankKANLayer(nn.Module):
         in_features: int,
         out_features: int,
         rank: int,
-        grid_size: int = 5,
+        grid_size: int = GRID_SIZE,
         degree: int = 3,
         *,
         grid_range: tuple[float, float] = (-1.0, 1.0),
@@ -204,7 +205,7 @@ class KANFFN(nn.Module):
         hidden: int,
         *,
         basis: str = "bspline",
-        grid_size: int = 5,
+        grid_size: int = GRID_SIZE,
         degree: int = 3,
         grid_range: tuple[float, float] = (-2.0, 2.0),
         residual: bool = False,

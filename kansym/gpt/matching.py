@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kansym.nn.bases import n_basis
+from kansym.nn.config import GRID_SIZE
 
 __all__ = ["KAN_KINDS", "match_ffn_hidden", "match_kan_hidden"]
 
@@ -14,7 +15,7 @@ def match_kan_hidden(
     mlp_hidden: int,
     *,
     basis: str = "bspline",
-    grid_size: int = 5,
+    grid_size: int = GRID_SIZE,
     degree: int = 3,
     residual: bool = False,
     bias: bool = False,

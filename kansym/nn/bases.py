@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from kansym.errors import ConfigError
+from kansym.nn.config import GRID_SIZE
 from kansym.nn.layer import KANLayer
 
 __all__ = [
@@ -122,7 +123,7 @@ class BasisKANLayer(nn.Module):
         self,
         in_features: int,
         out_features: int,
-        grid_size: int = 5,
+        grid_size: int = GRID_SIZE,
         degree: int = 3,
         *,
         grid_range: tuple[float, float] = (-1.0, 1.0),
@@ -252,7 +253,7 @@ class BSplineKANLayer(KANLayer):
         self,
         in_features: int,
         out_features: int,
-        grid_size: int = 5,
+        grid_size: int = GRID_SIZE,
         degree: int = 3,
         *,
         grid_range: tuple[float, float] = (-1.0, 1.0),
@@ -300,7 +301,7 @@ def make_kan_layer(
     basis: str,
     in_features: int,
     out_features: int,
-    grid_size: int = 5,
+    grid_size: int = GRID_SIZE,
     degree: int = 3,
     *,
     grid_range: tuple[float, float] = (-1.0, 1.0),

@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from kansym.config import PlainConfig, check_seed
 from kansym.errors import ConfigError
 
-__all__ = ["KANConfig", "BASE_FUNCTIONS", "GRID_EPS"]
+__all__ = ["KANConfig", "BASE_FUNCTIONS", "GRID_EPS", "GRID_SIZE", "SPLINE_ORDER"]
 
 BASE_FUNCTIONS = ("silu", "zero")
+GRID_SIZE = 5  # intervals of a B-spline grid: every grid_size default (KANs, their layers, KAN-GPT FFNs)
+SPLINE_ORDER = 3  # cubic B-splines (KAN paper §2.2, k = 3): every spline_order default
 GRID_EPS = 0.02  # weight of the uniform grid when grids adapt to samples (KAN paper §2.4): every grid_eps default
 
 
@@ -48,8 +50,8 @@ class KANConfig(PlainConfig):
     """
 
     width: tuple[int, ...] = (2, 5, 1)
-    grid_size: int = 5
-    spline_order: int = 3
+    grid_size: int = GRID_SIZE
+    spline_order: int = SPLINE_ORDER
     grid_range: tuple[float, float] = (-1.0, 1.0)
     scale_noise: float = 0.1
     scale_base_mu: float = 0.0

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kansym.nn.config import GRID_EPS
+from kansym.nn.config import GRID_EPS, GRID_SIZE, SPLINE_ORDER
 from kansym.nn.fast import FeatureCache, SplinePlan, kan_linear, kan_linear_l1, make_plan, spline_basis
 from kansym.nn.spline import coef_to_curve, curve_to_coef, grid_from_samples, make_grid
 
@@ -83,8 +83,8 @@ class KANLayer(nn.Module):
         self,
         in_features: int,
         out_features: int,
-        grid_size: int = 5,
-        spline_order: int = 3,
+        grid_size: int = GRID_SIZE,
+        spline_order: int = SPLINE_ORDER,
         *,
         grid_range: tuple[float, float] = (-1.0, 1.0),
         scale_noise: float = 0.1,
