@@ -32,6 +32,8 @@ NEGLIGIBLE_TERM = 1e-6
 # The defaults below are DiscoverConfig's (kansym.discover.config, where their meaning is given and
 # from which kansym fit's options and KANRegressor's parameters are generated); they are defined here,
 # in the lowest layer, because functions of the lower layers take them as defaults too.
+SEED = 0  # seed of every random choice when none is given (configs, the CLI's --seed)
+DEVICE = "cpu"  # torch device when none is given (configs, the CLI's --device)
 THETA = 1e-2  # node pruning threshold (KAN paper §2.5.1): kansym.prune.prune, kansym.gpt.prune
 MIN_EDGE_R2 = 0.9  # an edge's best primitive below this R² leaves the edge numeric (kansym.symbolic.compose)
 COMPLEXITY_WEIGHT = 0.05  # w of the formula choice log10(error) + w * complexity (kansym.symbolic.direct)

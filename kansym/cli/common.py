@@ -10,7 +10,7 @@ from typing import Callable
 
 import click
 
-from kansym.config import MAX_SEED
+from kansym.config import DEVICE, MAX_SEED, SEED
 from kansym.errors import ConfigError, KansymError
 
 MARKER = ".kansym-output"  # in a directory kansym created: its files may be replaced
@@ -44,8 +44,8 @@ def run_safely(fn: Callable) -> Callable:
 def common_options(fn: Callable) -> Callable:
     """``--seed``, ``--device``, ``--quiet`` on a command."""
     fn = click.option("--quiet", "-q", is_flag=True, help="Print only results; no progress bars or notices.")(fn)
-    fn = click.option("--device", default="cpu", show_default=True, help="Torch device: cpu, cuda, cuda:0, ... (checked before any work).")(fn)
-    fn = click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of every random choice the command makes.")(fn)
+    fn = click.option("--device", default=DEVICE, show_default=True, help="Torch device: cpu, cuda, cuda:0, ... (checked before any work).")(fn)
+    fn = click.option("--seed", default=SEED, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of every random choice the command makes.")(fn)
     return fn
 
 

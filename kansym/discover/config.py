@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
 from kansym.config import (
-    COMPLEXITY_WEIGHT, HOLDOUT, MAX_SEED, MAX_STEPS, MIN_EDGE_R2, R2_THRESHOLD, THETA, PlainConfig, check_numbers,
+    COMPLEXITY_WEIGHT, DEVICE, HOLDOUT, MAX_SEED, MAX_STEPS, MIN_EDGE_R2, R2_THRESHOLD, SEED, THETA, PlainConfig, check_numbers,
     check_seed,
 )
 from kansym.deadline import DEFAULT_TIME_LIMIT
@@ -131,8 +131,8 @@ class DiscoverConfig(PlainConfig):
     structure: bool = True
     complexity_weight: float = COMPLEXITY_WEIGHT
     time_limit: float | None = DEFAULT_TIME_LIMIT
-    seed: int = 0
-    device: str = "cpu"
+    seed: int = SEED
+    device: str = DEVICE
     dtype: str = "float64"
 
     def __post_init__(self) -> None:

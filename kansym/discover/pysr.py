@@ -37,7 +37,7 @@ import numpy as np
 import sympy
 from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
 
-from kansym.config import HOLDOUT
+from kansym.config import HOLDOUT, SEED
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.result import Formula
 from kansym.discover.rows import Rows
@@ -84,7 +84,7 @@ class PySRConfig:
     binary_operators: tuple[str, ...] = ("+", "-", "*", "/")
     unary_operators: tuple[str, ...] = ("square", "cube", "sqrt", "exp", "log", "sin", "cos", "inv")
     timeout_in_seconds: float | None = None
-    seed: int = 0
+    seed: int = SEED
 
 
 def import_pysr() -> Any:

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from kansym.config import PlainConfig
+from kansym.config import DEVICE, SEED, PlainConfig
 from kansym.errors import ConfigError
 from kansym.gpt.matching import KAN_KINDS, match_ffn_hidden, match_kan_hidden
 from kansym.nn.bases import BASES
@@ -135,7 +135,7 @@ class KANGPTConfig(PlainConfig):
     kan_rank: int | None = None
     grkan_groups: int = 8
     grkan_degrees: tuple[int, int] = (5, 4)
-    seed: int = 0
+    seed: int = SEED
     head_order: Any = None
 
     def __post_init__(self) -> None:
@@ -295,8 +295,8 @@ class GPTTrainConfig(PlainConfig):
     eval_interval: int = 250
     eval_iters: int = 20
     val_fraction: float = 0.1
-    seed: int = 0
-    device: str = "cpu"
+    seed: int = SEED
+    device: str = DEVICE
     dtype: str = "float32"
     amp: bool = True
     compile: bool = False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kansym.config import PlainConfig, check_seed
+from kansym.config import SEED, PlainConfig, check_seed
 from kansym.errors import ConfigError
 
 __all__ = ["KANConfig", "BASE_FUNCTIONS", "GRID_EPS", "GRID_SIZE", "SPLINE_ORDER"]
@@ -59,7 +59,7 @@ class KANConfig(PlainConfig):
     scale_sp: float = 1.0
     base_fun: str = "silu"
     grid_eps: float = GRID_EPS
-    seed: int = 0
+    seed: int = SEED
 
     def __post_init__(self) -> None:
         check_seed(self.seed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kansym.config import MAX_STEPS, PlainConfig, check_numbers, check_seed
+from kansym.config import DEVICE, MAX_STEPS, SEED, PlainConfig, check_numbers, check_seed
 from kansym.errors import ConfigError
 
 __all__ = ["TrainConfig", "OPTIMIZERS", "FINETUNE"]
@@ -82,8 +82,8 @@ class TrainConfig(PlainConfig):
     patience: int | None = None
     batch_size: int | None = None
     lbfgs_max_iter: int = 20
-    seed: int = 0
-    device: str = "cpu"
+    seed: int = SEED
+    device: str = DEVICE
     num_threads: int | None = None
 
     def __post_init__(self) -> None:
