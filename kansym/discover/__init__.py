@@ -9,9 +9,9 @@
 Modules, in the order the data flow through them (docs/algorithms.md, "Architecture"):
 :mod:`~kansym.discover.config` (:class:`DiscoverConfig`), :mod:`~kansym.discover.screen` (which
 columns of a wide table the run uses), :mod:`~kansym.discover.rows` (the rows of a run and their
-working units), :mod:`~kansym.discover.structure` (additivity, log or linear units),
-:mod:`~kansym.discover.structure_search` and :mod:`~kansym.discover.structure_tests` (the
-reference model and the structure search on it), :mod:`~kansym.discover.stages` (train, prune,
+working units), :mod:`~kansym.discover.structure_tests` (smooth fits of the data: additivity, a noise
+floor, log or linear units; and the tests on an oracle), :mod:`~kansym.discover.structure_search`
+(the reference model and the structure search on it), :mod:`~kansym.discover.stages` (train, prune,
 fine-tune; symbolify, Occam step, refine, verify), :mod:`~kansym.discover.choice` (the answer
 among the KAN's formula and the searches' candidates), :mod:`~kansym.discover.wording` (the
 answer's one wording), :mod:`~kansym.discover.run`

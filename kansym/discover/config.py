@@ -22,7 +22,7 @@ __all__ = ["DiscoverConfig", "MIN_ROWS", "MIN_HOLDOUT_ROWS", "SPACES", "Setting"
 
 MIN_ROWS = 10  # fewer rows cannot train and validate a KAN
 MIN_HOLDOUT_ROWS = 20  # fewer held-out rows than this would make a noisy verdict
-SPACES = ("auto", "linear", "log")  # units the KAN may learn in (kansym.discover.structure.choose_space)
+SPACES = ("auto", "linear", "log")  # units the KAN may learn in (kansym.discover.structure_tests.choose_space)
 
 
 @dataclass(frozen=True)

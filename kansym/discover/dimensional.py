@@ -46,7 +46,7 @@ from kansym.discover.rows import (ColumnScales, check_representable, formula_to_
     working_scales)
 from kansym.discover.result import ClosedForm, Discovery, Formula, split_holdout
 from kansym.discover.run import discover
-from kansym.discover.structure import interaction_error, interaction_r2
+from kansym.discover.structure_tests import interaction_error, interaction_r2
 from kansym.discover.stages import wants_direct_search
 from kansym.discover.units import read_units, reduction_meta
 from kansym.errors import DataError
@@ -750,7 +750,7 @@ def _part(deadline: Deadline, seconds: float | None) -> Deadline:
 
 def _groups_explain_nothing(red: Reduction, x: np.ndarray, y: np.ndarray) -> bool:
     """Whether ``y / prod x^p`` is a constant plus noise: a smooth fit on the groups (Legendre
-    polynomials with pairwise products, :func:`kansym.discover.structure.interaction_r2`) explains at
+    polynomials with pairwise products, :func:`kansym.discover.structure_tests.interaction_r2`) explains at
     most ``NULL_R2`` of its variance (about what such a fit explains of pure noise)."""
     g, yq = red.reduce(x, y)
     return bool(np.std(yq) == 0 or interaction_r2(g, yq) <= NULL_R2)

@@ -41,7 +41,7 @@ from kansym.discover.result import Discovery, RunInterrupted
 from kansym.discover.structure_search import structure_stage, wants_structure
 from kansym.discover.screen import bring_back_reason, kept_or_all, screening_entry, screening_plan
 from kansym.discover.stages import finetune_stage, prune_stage, train_stage, symbolify_stage, wants_direct_search
-from kansym.discover.structure import additivity, interaction_error, table_space
+from kansym.discover.structure_tests import additivity, interaction_error, table_space
 from kansym.graph.build import to_networkx
 from kansym.io.bundle import ModelBundle
 from kansym.prune.scores import edge_scores

@@ -14,7 +14,7 @@ two models of all columns are fitted on some of the fitting rows,
 
 - a smooth one: least squares on Legendre polynomials of each scaled input (degree 5) and
   their pairwise products (AI Feynman's fitted-model separability test, as in
-  :mod:`kansym.discover.structure`), and
+  :mod:`kansym.discover.structure_tests`), and
 - a short sparsified KAN (KAN paper, Liu et al. 2024, arXiv:2404.19756, §2.5: L1 training
   for a few LBFGS steps), which also sees interactions of more than two inputs,
 
@@ -63,7 +63,7 @@ from kansym.discover.choice import paired_gain
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.result import split_holdout
 from kansym.discover.resume import reusable
-from kansym.discover.structure import choose_space, legendre_features, table_space
+from kansym.discover.structure_tests import choose_space, legendre_features, table_space
 from kansym.errors import ConfigError
 from kansym.symbolic.verify import r2_score
 

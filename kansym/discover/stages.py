@@ -37,7 +37,7 @@ from kansym.discover.progress import stage_deadline, Stages
 from kansym.discover.result import MIN_ROWS, Formula
 from kansym.discover.resume import ResumePoint
 from kansym.discover.rows import check_representable, formula_to_table, symbolic_to_table, working_scales
-from kansym.discover.structure import choose_space, interaction_error
+from kansym.discover.structure_tests import choose_space, interaction_error
 from kansym.errors import DataError
 from kansym.io.bundle import ModelBundle
 from kansym.io.transform import DataTransform
@@ -96,7 +96,7 @@ def train_stage(
     hidden, grid_size, spline_order
         The KAN (:class:`~kansym.nn.config.KANConfig`; seeded by ``seed``).
     space : {"auto", "linear", "log"}
-        Units it learns in (:func:`kansym.discover.structure.choose_space`).
+        Units it learns in (:func:`kansym.discover.structure_tests.choose_space`).
     train : TrainConfig
         The sparsifying fit (L1 + entropy, KAN paper eqs. 2.17-2.20).
     seed : int
@@ -555,7 +555,7 @@ def noise_floor(y: np.ndarray, y_model: np.ndarray, loss_space: str, smooth: tup
     """The noise floor :func:`kansym.symbolic.refine.refine` holds a formula's constants to: the
     smaller of the model's normalised RMS error on ``y`` (held-out rows) and, given ``smooth =
     (x, y, x_test, y_test)``, that of a smooth polynomial fit on ``x, y`` judged on the held-out
-    rows (:func:`kansym.discover.structure.interaction_error`: a model the KAN did not learn well
+    rows (:func:`kansym.discover.structure_tests.interaction_error`: a model the KAN did not learn well
     says nothing about the noise), in the loss space of the refit (of the logs in log space). None
     when neither can be computed (a non-positive value in log space)."""
     log_space = loss_space == "log"

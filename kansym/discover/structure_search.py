@@ -59,7 +59,7 @@ import sympy
 from kansym.config import COMPLEXITY_WEIGHT
 from kansym.deadline import Deadline, time_is_up
 from kansym.discover.stages import train_stage
-from kansym.discover.structure import choose_space
+from kansym.discover.structure_tests import choose_space
 from kansym.discover.structure_tests import (TRANSFORMS, NOISE_FACTOR, PAIRS, Oracle, best_offset, graph_of, groups_of,
     interaction_graph, ratios, swapped_values, TransformedError, as_error, find_symmetry, reduced_problem, OracleError)
 from kansym.symbolic.compose import input_symbols, predictions

@@ -17,7 +17,7 @@ columns keeps its units. The range is
   with ``a`` and ``y`` of magnitude ``s`` is found for ``s`` from 1e-6 to 1e10; at 1e-10
   and 1e20 it was not, before this rescaling);
 - ``[2**-126, 2**128)`` (float32's normal range) for a table of positive columns spanning
-  decades, which is learned in log units (:func:`kansym.discover.structure.choose_space`):
+  decades, which is learned in log units (:func:`kansym.discover.structure_tests.choose_space`):
   there a magnitude only shifts a log, and only the float range is at stake (Kepler's
   masses near 2e30 stay in kilograms).
 
@@ -86,7 +86,7 @@ def _exponents(a: np.ndarray, low: int, high: int) -> tuple[tuple[int, ...], boo
 
 def _spans_decades(x: np.ndarray, y: np.ndarray, decades: float = 2.0) -> bool:
     """Every value positive and some column spanning ``decades`` orders of magnitude (the
-    table :func:`kansym.discover.structure.choose_space` learns in log units)."""
+    table :func:`kansym.discover.structure_tests.choose_space` learns in log units)."""
     both = np.concatenate([np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)], axis=1)
     if not np.all(both > 0):
         return False

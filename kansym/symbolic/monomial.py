@@ -79,7 +79,7 @@ def monomial_candidates(x: np.ndarray, y: np.ndarray, symbols: Sequence[sympy.Sy
         One per column of ``x``.
     noise : float, optional
         The noise floor of the refinement's snaps, a normalised RMS error (RMS over the standard
-        deviation of ``y``, e.g. :func:`kansym.discover.structure.interaction_error`); None: the
+        deviation of ``y``, e.g. :func:`kansym.discover.structure_tests.interaction_error`); None: the
         formula's own error.
     deadline : kansym.deadline.Deadline, optional
         Passed to the refinements (their snaps stop when it expires); once it has expired the sum

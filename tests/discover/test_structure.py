@@ -4,7 +4,7 @@ import sympy
 import torch
 
 from kansym.errors import DataError
-from kansym.discover.structure import choose_space
+from kansym.discover.structure_tests import choose_space
 from kansym.io.transform import DataTransform
 
 
@@ -69,8 +69,8 @@ def test_constant_columns_are_refused():
 
 def test_additivity_against_the_noise_floor():
     from kansym.discover.config import DiscoverConfig
-    from kansym.discover.structure import additivity as _additivity
-    from kansym.discover.structure import additive_r2, interaction_r2
+    from kansym.discover.structure_tests import additivity as _additivity
+    from kansym.discover.structure_tests import additive_r2, interaction_r2
 
     rng = np.random.default_rng(2)
     x = rng.uniform(1, 5, (3000, 2))
@@ -92,7 +92,7 @@ def test_one_non_positive_row_outside_the_training_subsample_rules_out_log_units
     # log units on 3,000 positive ones and the refinement on all rows raised a DataError (stop 24)
     from kansym.discover import DiscoverConfig, discover
     from kansym.discover.rows import Rows
-    from kansym.discover.structure import table_space
+    from kansym.discover.structure_tests import table_space
 
     rng = np.random.default_rng(0)
     x = 10 ** rng.uniform(0, 2, (1500, 2))
@@ -109,7 +109,7 @@ def test_one_non_positive_row_outside_the_training_subsample_rules_out_log_units
 
 
 def test_interaction_error_with_a_factor_is_the_weighted_fit_judged_on_the_factor_times_y():
-    from kansym.discover.structure import interaction_error, legendre_features
+    from kansym.discover.structure_tests import interaction_error, legendre_features
     from kansym.symbolic.verify import nrmse
 
     rng = np.random.default_rng(3)
