@@ -155,7 +155,15 @@ def read_units(source: str | Mapping[str, str | Mapping], columns: Sequence[str]
     if extra:
         log.warning("units given for %s, which %s not among the columns used (%s); ignored",
                     ", ".join(extra), "is" if len(extra) == 1 else "are", ", ".join(columns))
-    return {c: dict(table[c]) if isinstance(table[c], Mapping) else parse_unit(table[c]) for c in columns}
+    return {c: dict(table[c]) if isinstance(table[c], Mapping) else _column_unit(c, table[c]) for c in columns}
+
+
+def _column_unit(column: str, text: str) -> dict[str, Fraction]:
+    """:func:`parse_unit` of ``column``'s unit, its error naming the column."""
+    try:
+        return parse_unit(text)
+    except DataError as exc:
+        raise DataError(f"column {column!r}: {exc}") from None
 
 
 def _read_units_file(path) -> dict[str, str]:

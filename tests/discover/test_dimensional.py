@@ -109,7 +109,7 @@ def test_cli_units_file_writes_the_formula_and_the_units(coulomb_csv, tmp_path):
 
 @pytest.mark.parametrize("units, needle", [
     ("q1=C,q2=C,epsilon=F/m,r=m", "no unit given for column(s) F"),
-    ("q1=C,q2=C,epsilon=F/m,r=m m,F=N", "cannot read the unit 'm m'"),
+    ("q1=C,q2=C,epsilon=F/m,r=m m,F=N", "column 'r': cannot read the unit 'm m'"),
     ("q1", "units file 'q1' not found"),
 ])
 def test_cli_bad_units_are_one_line_errors(coulomb_csv, tmp_path, units, needle):
