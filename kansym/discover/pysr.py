@@ -202,7 +202,7 @@ def formulas_from_table(table: Any, symbols: Sequence[sympy.Symbol], target: str
 
 
 def discover_pysr(x: np.ndarray, y: np.ndarray, input_names: Sequence[str], target: str,
-                  config: PySRConfig | None = None, *, holdout: float = HOLDOUT, seed: int = 0):
+                  config: PySRConfig | None = None, *, holdout: float = HOLDOUT, seed: int = SEED):
     """Run PySR on ``x (N, d)``, ``y (N,)`` and verify its answer on held-out rows.
 
     The rows are split as a discovery run's (:meth:`kansym.discover.rows.Rows.split`,

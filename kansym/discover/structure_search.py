@@ -56,7 +56,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import sympy
 
-from kansym.config import COMPLEXITY_WEIGHT
+from kansym.config import COMPLEXITY_WEIGHT, SEED
 from kansym.deadline import Deadline, time_is_up
 from kansym.discover.stages import train_stage
 from kansym.discover.structure_tests import choose_space
@@ -154,7 +154,7 @@ def _restrict(f: Oracle, base: np.ndarray, group: Sequence[int]) -> Oracle:
 
 
 def decompose(f: Oracle, z: np.ndarray, symbols: Sequence[sympy.Symbol], eps: float, *,
-              complexity_weight: float = COMPLEXITY_WEIGHT, seed: int = 0, deadline: Deadline | None = None,
+              complexity_weight: float = COMPLEXITY_WEIGHT, seed: int = SEED, deadline: Deadline | None = None,
               avoid: frozenset[str] = frozenset(), _depth: int = 0) -> tuple[list[sympy.Expr], Split] | None:
     """Split ``f`` recursively and solve its pieces; the formulas (constants as the oracle
     gives them, not refined: the best first, then up to ``MAX_ALTERNATIVES - 1`` with one
@@ -355,7 +355,7 @@ def _combine(f, z, symbols, eps, groups, kind, offset, complexity_weight, seed, 
 
 def structure_candidates(oracle: Oracle, eps: float, x: np.ndarray, y: np.ndarray,
                          symbols: Sequence[sympy.Symbol], *, complexity_weight: float = COMPLEXITY_WEIGHT,
-                         seed: int = 0, deadline: Deadline | None = None) -> tuple[list[DirectCandidate], Split | None]:
+                         seed: int = SEED, deadline: Deadline | None = None) -> tuple[list[DirectCandidate], Split | None]:
     """The formulas of the decomposition of ``oracle``, refined on the data, as candidates.
 
     When the best of them misses the data by more than ``RETRY_FACTOR`` times the oracle's own

@@ -91,6 +91,7 @@ import numpy as np
 import sympy
 from scipy.optimize import nnls, minimize_scalar
 
+from kansym.config import SEED
 from kansym.errors import DataError
 from kansym.symbolic.verify import nrmse, r2_score
 
@@ -251,7 +252,7 @@ def swapped_values(f: Oracle, z: np.ndarray, rng: np.random.Generator) -> tuple[
 
 
 def interaction_graph(f: Oracle, z: np.ndarray, eps: float, *, offset: float | None = None,
-                      seed: int = 0) -> tuple[nx.Graph, float]:
+                      seed: int = SEED) -> tuple[nx.Graph, float]:
     """The graph of inputs that interact in ``f`` (additively, or in the product ``f - offset``).
 
     Parameters
@@ -399,7 +400,7 @@ def _compensate(kind: str, a_i, a_j, b_i):
         return a_j * a_i / b_i
 
 
-def find_symmetry(f: Oracle, z: np.ndarray, eps: float, *, seed: int = 0) -> Symmetry | None:
+def find_symmetry(f: Oracle, z: np.ndarray, eps: float, *, seed: int = SEED) -> Symmetry | None:
     """The clearest two-input symmetry of ``f``, or None.
 
     Parameters

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from kansym.config import DEVICE
 from kansym.errors import DataError
 
 __all__ = ["CharVocab", "CharData", "read_text", "load_char_data", "get_batch"]
@@ -152,7 +153,7 @@ def get_batch(
     batch_size: int,
     block_size: int,
     generator: torch.Generator | None = None,
-    device: torch.device | str = "cpu",
+    device: torch.device | str = DEVICE,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Random windows of ``data`` and their next-character targets.
 

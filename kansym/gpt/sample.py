@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from kansym.config import SEED
 from kansym.errors import ConfigError, DataError
 from kansym.gpt.data import CharVocab
 from kansym.gpt.model import KANGPT
@@ -90,7 +91,7 @@ def sample_text(
     *,
     temperature: float = 1.0,
     top_k: int | None = None,
-    seed: int = 0,
+    seed: int = SEED,
 ) -> str:
     """Prompt plus ``tokens`` sampled characters.
 

@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from kansym.config import SEED
 from kansym.errors import CheckpointError
 from kansym.io.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
 from kansym.nn.kan import KAN
@@ -60,7 +61,7 @@ class ModelBundle:
         y: np.ndarray,
         *,
         meta: dict | None = None,
-        seed: int = 0,
+        seed: int = SEED,
     ) -> "ModelBundle":
         """Bundle a model with at most :data:`CALIBRATION_ROWS` rows drawn (seeded) from ``x, y``."""
         n = x.shape[0]

@@ -71,6 +71,7 @@ import sympy
 from scipy.spatial import cKDTree
 from scipy.stats import rankdata
 
+from kansym.config import SEED
 from kansym.errors import ConfigError, DataError
 from kansym.symbolic.refit import stable_lambdify
 
@@ -172,7 +173,7 @@ def _matched(true_expr: sympy.Expr | str, candidate_expr: sympy.Expr | str, symb
 
 def is_exact_recovery(true_expr: sympy.Expr | str, candidate_expr: sympy.Expr | str, *,
                       symbols: Sequence[Any] | None = None, timeout: float = 5.0,
-                      pi_as_float: bool = False, seed: int = 0,
+                      pi_as_float: bool = False, seed: int = SEED,
                       domain: tuple[Sequence[float], Sequence[float]] | None = None) -> bool:
     """SRBench exact symbolic recovery of ``true_expr`` by ``candidate_expr``.
 
@@ -313,7 +314,7 @@ def _even(n: int, m: int) -> np.ndarray:
 
 
 def residual_test(x_fit: np.ndarray, res_fit: np.ndarray, x_test: np.ndarray, res_test: np.ndarray, *,
-                  scale: float, k: int = RESIDUAL_K, seed: int = 0, weight_fit: np.ndarray | None = None,
+                  scale: float, k: int = RESIDUAL_K, seed: int = SEED, weight_fit: np.ndarray | None = None,
                   weight_test: np.ndarray | None = None) -> ResidualTest:
     """Whether the rows' residuals are predicted from their nearest other rows' better than noise allows.
 
