@@ -30,7 +30,7 @@ import itertools
 import logging
 import math
 import time
-from dataclasses import replace, dataclass
+from dataclasses import field, replace, dataclass
 from fractions import Fraction
 from typing import Mapping, Sequence
 
@@ -575,28 +575,19 @@ class UnitsRun:
 
     Attributes
     ----------
-    x : ndarray (N, d)
-        The table's inputs (table units).
-    y : ndarray (N, 1)
-        The target (table units).
-    names : list of str
-    target : str
+    x, y : ndarray (N, d), (N, 1)
+        The table's inputs and target (table units).
+    names, target : list of str, str
     units : mapping
         Every column's unit as given (strings, or dicts already parsed).
     config : DiscoverConfig
-        As asked: the search on the columns after a failed one on the groups screens the
-        inputs as :func:`~kansym.discover.run.discover` does; every other search uses
-        :attr:`searched` (the units name every variable the law may use: the reduction, not
-        the input screening, shrinks them).
+        As asked, for the search on the columns after a failed one on the groups; every other
+        search uses ``searched``, without input screening (the units name every variable the
+        law may use: the reduction shrinks them).
     deadline : kansym.deadline.Deadline
     progress : bool or None
 
-    The construction checks the target (one column) and the units (one line naming a
-    column without a unit, or an unreadable one) and sets ``parsed`` and ``text`` (the
-    units parsed and as written), ``scales`` (the working units,
-    :func:`~kansym.discover.rows.working_scales`), ``x_work, y_work`` (the table in them),
-    ``fit_idx, test_idx, n_test`` (:func:`~kansym.discover.result.split_holdout`; with
-    nothing held out ``test_idx`` is ``fit_idx`` and ``n_test`` 0) and ``searched``.
+    The construction checks the target (one column) and the units and sets the fields below.
     """
 
     x: np.ndarray
@@ -607,6 +598,17 @@ class UnitsRun:
     config: DiscoverConfig
     deadline: Deadline
     progress: bool | None = None
+    # set by the construction: units parsed and as written, working units and the table in them,
+    # the split (split_holdout; none held out: test_idx is fit_idx, n_test 0), the searches' config
+    parsed: dict = field(init=False)
+    text: dict = field(init=False)
+    scales: ColumnScales = field(init=False)
+    x_work: np.ndarray = field(init=False)
+    y_work: np.ndarray = field(init=False)
+    fit_idx: np.ndarray = field(init=False)
+    test_idx: np.ndarray = field(init=False)
+    n_test: int = field(init=False)
+    searched: DiscoverConfig = field(init=False)
 
     def __post_init__(self) -> None:
         if self.y.shape[1] != 1:
