@@ -168,8 +168,8 @@ def drop_negligible_terms(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], x: 
     Such a term changes no prediction by more than ``rel`` of the sum (a constant ``2.95e-48``
     in front of an ``exp`` that the fit drove to zero, a coefficient ``6.7e-12`` on a column): it
     is structure the data do not resolve, and a formula that keeps it reads as a law it is not.
-    Sums are cleaned from the inside out; a term that cannot be evaluated on every row, or
-    a sum none of whose terms can, is kept. Returns ``expr`` itself when nothing is dropped.
+    Sums are cleaned from the inside out; a sum with a term that is not finite on every row is
+    kept as it is. Returns ``expr`` itself when nothing is dropped.
 
     Examples
     --------
