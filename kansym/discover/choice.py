@@ -8,8 +8,12 @@ lowest :func:`~kansym.symbolic.direct.selection_score`, then any candidate
 Every place that decides between formulas calls it: :func:`choose_formula` (the KAN's formula
 against the searches' candidates, on the held-out rows), :func:`settle_partial` (the closed
 form that replaces a partial formula), :func:`kept_run` (the additive shortcut's formula or
-the hidden-layer KAN's), the search on the groups weighted by the monomial
-(:func:`kansym.discover.dimensional.weighted_search`). PySR's own pick
+the hidden-layer KAN's, the screened columns' or every column's, the monomial with a constant
+or the dimensionless groups' formula), :func:`verified_or` (the columns' formula after the
+groups' did not verify), the search on the groups weighted by the monomial
+(:func:`kansym.discover.dimensional.weighted_search`). The Occam step's BIC
+(:mod:`kansym.symbolic.occam`) simplifies the edges inside the KAN's formula before it is a
+candidate here; it is no choice of the answer. PySR's own pick
 (:func:`kansym.discover.pysr.pysr_best`) is a reading of PySR's output, not a choice of kansym's.
 
 A formula with numeric edges is never the answer: the best closed form replaces it or stands beside it.
@@ -53,7 +57,7 @@ from kansym.symbolic.pareto import expression_complexity, pareto_front
 from kansym.symbolic.refine import exact_as_floats, refine
 from kansym.symbolic.verify import fidelity, nrmse, r2_score
 
-__all__ = ['choose', 'significantly_better', 'paired_gain', 'choose_formula', 'kept_run', 'DIRECT_MARGIN',
+__all__ = ['choose', 'significantly_better', 'paired_gain', 'choose_formula', 'kept_run', 'verified_or', 'DIRECT_MARGIN',
     'SIGNIFICANT_Z', 'SIGNIFICANT_NODES', 'RUN_TIE', 'PARTIAL_TIE', 'settle_partial', 'closed']
 
 log = logging.getLogger("kansym")
@@ -324,17 +328,39 @@ def _held_out(expr: sympy.Expr, origin: str, structure: dict | None, symbols: Se
                            r2=r2_score(y_test, pred[:n_test], nonfinite="-inf"), residual=residual)
 
 
-def kept_run(runs: Sequence[Discovery]) -> Discovery:
-    """The run whose formula is the answer, of the additive shortcut's KAN and the hidden-layer
-    KAN trained on the same rows after it (:func:`kansym.discover.run.discover`): :func:`choose`
-    on their first formulas' held-out errors (``sqrt(1 - R²)``) with complexity weight 0 and
-    errors below ``RUN_TIE`` equal, so the more accurate, and at equal accuracy to 6 digits of
-    R² the simpler. The hidden layer was trained because the shortcut's formula was not good
-    enough (unverified, or below the additive fit's R²): its smaller size must not win it back.
+def kept_run(runs: Sequence[Discovery], *, incumbent: Discovery | None = None, margin: float = 0.0,
+             floor: float = RUN_TIE) -> Discovery:
+    """The run whose formula is the answer, of runs on the same rows: :func:`choose` on their first
+    formulas' held-out errors (``sqrt(1 - R²)``) with complexity weight 0 and errors below
+    ``floor`` equal, so the more accurate and, at equal accuracy, the simpler. With an
+    ``incumbent`` run, a run whose formula is not simpler than the incumbent's takes its place
+    only with a score (``log10`` of the error) lower by ``margin``, and the incumbent wins ties.
+
+    Its three uses:
+
+    - the additive shortcut's KAN or the hidden-layer KAN trained after it
+      (:func:`kansym.discover.run.discover`; ``floor`` ``RUN_TIE``, R² equal to 6 digits): the
+      hidden layer was trained because the shortcut's formula was not good enough
+      (unverified, or below the additive fit's R²), so its smaller size must not win it back;
+    - the run on the screened columns or, the incumbent, the run on every column after a
+      bring-back (:func:`kansym.discover.screen.kept_or_all`);
+    - the monomial with a fitted constant, the incumbent, or the formula of the dimensionless
+      groups, which must leave clearly less of the variance unexplained
+      (:meth:`kansym.discover.dimensional.UnitsRun.on_groups`).
     """
     found = [_by_r2(d.formulas[0].expr, d.formulas[0].r2_test, d.formulas[0].origin) for d in runs]
-    best, _ = choose(found, 0.0, floor=RUN_TIE)
-    return runs[next(i for i, c in enumerate(found) if c is best)]
+    held = None if incumbent is None else _by_r2(incumbent.formulas[0].expr, incumbent.formulas[0].r2_test,
+                                                  incumbent.formulas[0].origin)
+    best, _ = choose(found, 0.0, incumbent=held, margin=margin, floor=floor)
+    return incumbent if best is held else runs[next(i for i, c in enumerate(found) if c is best)]
+
+
+def verified_or(run: Discovery, otherwise: Discovery) -> Discovery:
+    """``run`` when its formula is verified (no WARNING), else ``otherwise``: whatever the scores,
+    a verified formula is an answer and an unverified one is not (the verification rule of
+    :func:`choose_formula`). Used after a formula of the dimensionless groups that did not
+    verify (:meth:`kansym.discover.dimensional.UnitsRun.columns_too`)."""
+    return run if run.formulas[0].warning is None else otherwise
 
 
 def _by_r2(expr: sympy.Expr, r2: float, origin: str) -> DirectCandidate:

@@ -40,7 +40,7 @@ import sympy
 from sympy.core.function import AppliedUndef
 
 from kansym.deadline import Deadline, time_is_up
-from kansym.discover.choice import choose, significantly_better
+from kansym.discover.choice import choose, kept_run, significantly_better, verified_or
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.rows import (ColumnScales, check_representable, formula_to_table, symbolic_to_table,
     working_scales)
@@ -488,6 +488,8 @@ def map_back(f: Formula, res: Discovery, rows: ReducedRows) -> Formula:
 CONSTANT_R2 = 1 - 1e-9  # a monomial this close to the data is the law: no KAN is trained
 TRY_CONSTANT_R2 = 0.99  # a monomial this close is also tried against the KAN's formula
 NULL_R2 = 0.05  # share of the variance of y / x^p a fit on the groups may explain when they play no role
+GROUPS_LEAD = math.log10(1.1) / 2  # the groups' formula beats the monomial with a constant when it leaves 1.1x less
+GROUPS_TIE = 1e-6  # of the variance unexplained (held out); errors below GROUPS_TIE tie (kept_run's margin, floor)
 GROUPS_SHARE = 0.5  # of the time limit, for the discovery on the groups; the rest for the columns if it fails
 MIN_PLAIN_SECONDS = 5.0  # the discovery on the columns runs after a failed one on the groups only with this left
 
@@ -700,12 +702,9 @@ class UnitsRun:
         meta = reduction_meta(red, target)  # the checkpoints predict from the table's columns (kansym predict)
         out = replace(out, formulas=formulas, trained=res.trained.replace_model(res.trained.model, reduction=meta),
                       pruned=res.pruned.replace_model(res.pruned.model, reduction=meta))
-        if constant is not None:
-            fc, fk = constant.formulas[0], formulas[0]
-            # the monomial wins unless the KAN's formula leaves clearly less unexplained (held out)
-            if (1 - fc.r2_test) <= 1.1 * (1 - fk.r2_test) + 1e-12 or not np.isfinite(fk.r2_test):
-                return replace(_logged(constant), seconds={**out.seconds, "constant": constant.seconds["constant"],
-                                                           "total": time.perf_counter() - t0})
+        if constant is not None and kept_run([out], incumbent=constant, margin=GROUPS_LEAD, floor=GROUPS_TIE) is constant:
+            return replace(_logged(constant), seconds={**out.seconds, "constant": constant.seconds["constant"],
+                                                       "total": time.perf_counter() - t0})
         return out
 
     def columns_too(self, reduced: UnitsDiscovery) -> UnitsDiscovery:
@@ -716,10 +715,10 @@ class UnitsRun:
         limit = _part(self.deadline, self.deadline.remaining() if self.deadline.seconds else None)
         direct = self.on_columns(None, self.config, limit)
         self.deadline.absorb(limit)
-        if direct.formulas[0].warning is None:
+        kept = verified_or(direct, reduced)
+        if kept is direct:
             log.info("the formula found on the columns verified: it is the answer (no dimensional reduction)")
-            return direct
-        return reduced
+        return kept
 
     def to_table(self, res: UnitsDiscovery) -> UnitsDiscovery:
         """A units discovery of the working units in the table's (:mod:`kansym.discover.rows`): the

@@ -59,12 +59,13 @@ from typing import Callable, Sequence, Any
 import numpy as np
 from scipy.stats import f as f_dist, rankdata, norm
 
-from kansym.discover.choice import paired_gain
+from kansym.discover.choice import kept_run, paired_gain
 from kansym.discover.config import DiscoverConfig
 from kansym.discover.result import split_holdout
 from kansym.discover.resume import reusable
 from kansym.discover.structure_tests import choose_space, legendre_features, table_space
 from kansym.errors import ConfigError
+from kansym.symbolic.direct import ERROR_FLOOR
 from kansym.symbolic.verify import r2_score
 
 __all__ = ['marginal_screen', 'MARGINAL_ROUNDS', 'Screening', 'screen_inputs', 'smooth_capacity', 'with_kept',
@@ -523,12 +524,13 @@ def _settings(config: DiscoverConfig) -> dict:
 
 
 def kept_or_all(found: Any, full: Any, plan: Screening) -> Any:
-    """After a bring-back: the run on every column ``full`` when its formula's held-out R² is at
-    least that of the run on the kept columns ``found``, else ``found``; ``screening`` set."""
-    f_kept, f_all = found.formulas[0], full.formulas[0]
-    if not (np.nan_to_num(f_all.r2_test, nan=-np.inf) >= np.nan_to_num(f_kept.r2_test, nan=-np.inf)):
+    """After a bring-back: the run on every column ``full`` unless the run on the kept columns
+    ``found`` has the more accurate formula on the held-out rows
+    (:func:`~kansym.discover.choice.kept_run`, ``full`` the incumbent, ties to float64
+    exactness); ``screening`` set."""
+    if kept_run([found], incumbent=full, floor=ERROR_FLOOR) is found:
         log.info("kept the run on the screened columns (held-out R² %.6g) over the one on every column (%.6g)",
-                 f_kept.r2_test, f_all.r2_test)
+                 found.formulas[0].r2_test, full.formulas[0].r2_test)
         return replace(found, screening=plan)
     return replace(full, screening=replace(plan, brought_back=True))
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import sympy
 
-from kansym.discover.choice import choose, kept_run, paired_gain, significantly_better
+from kansym.discover.choice import choose, kept_run, paired_gain, significantly_better, verified_or
+from kansym.discover.dimensional import GROUPS_LEAD, GROUPS_TIE
 from kansym.symbolic.direct import DirectCandidate
 
 
@@ -73,3 +74,45 @@ def test_the_kept_run_is_the_more_accurate_and_at_equal_r2_to_6_digits_the_simpl
     nan_run, other = run(x, math.nan), run(x + y, 0.5)
     assert kept_run([nan_run, other]) is other
     assert kept_run([run(x + y, -math.inf), nan_run]) is nan_run  # neither defined: the simpler
+
+
+def _run(expr, r2, warning=None):
+    return SimpleNamespace(formulas=(SimpleNamespace(expr=expr, r2_test=r2, origin="kan", warning=warning),))
+
+
+@pytest.mark.parametrize("unexplained_ratio, groups_win", [
+    (1.2, True),  # the monomial leaves 1.2x the groups' formula's unexplained variance: clearly more
+    (1.05, False),  # within the 1.1x lead: the monomial with a constant stays
+    (1.0, False),
+])
+def test_the_groups_formula_beats_the_monomial_only_by_leaving_1_1_times_less_unexplained(unexplained_ratio,
+                                                                                           groups_win):
+    """UnitsRun.on_groups: the monomial with a fitted constant is the incumbent; the formula of
+    the dimensionless groups (more nodes) takes its place only when ``1 - R²`` of the monomial
+    exceeds 1.1 times its own (held out)."""
+    a, b = sympy.symbols("a b")
+    groups = _run(a * b * sympy.exp(-a / b), 1 - 1e-4)
+    monomial = _run(sympy.Float(1.3) * a * b, 1 - unexplained_ratio * 1e-4)
+    kept = kept_run([groups], incumbent=monomial, margin=GROUPS_LEAD, floor=GROUPS_TIE)
+    assert (kept is groups) is groups_win
+    # both exact to float64 (1 - R² below 1e-12): a tie, which the incumbent wins
+    exact = _run(a * b * sympy.exp(-a / b), 1.0)
+    assert kept_run([exact], incumbent=_run(a * b, 1 - 1e-13), margin=GROUPS_LEAD, floor=GROUPS_TIE) is not exact
+    # an undefined R² of the groups' formula never displaces the monomial
+    assert kept_run([_run(a, math.nan)], incumbent=monomial, margin=GROUPS_LEAD, floor=GROUPS_TIE) is monomial
+
+
+def test_after_a_bring_back_every_column_wins_unless_the_screened_run_is_strictly_more_accurate():
+    """screen.kept_or_all: the run on every column is the incumbent, ties included."""
+    a, b, c = sympy.symbols("a b c")
+    screened, every = _run(a + b, 0.98), _run(a + b + c, 0.98)
+    assert kept_run([screened], incumbent=every, floor=1e-9) is every
+    assert kept_run([_run(a + b, 0.99)], incumbent=every, floor=1e-9).formulas[0].r2_test == 0.99
+
+
+def test_a_verified_formula_is_kept_over_an_unverified_one_whatever_its_r2():
+    a = sympy.Symbol("a")
+    columns, groups = _run(a, 0.95), _run(a ** 2, 0.999, warning="not verified")
+    assert verified_or(columns, groups) is columns
+    flagged = _run(a, 0.95, warning="R² below the model's")
+    assert verified_or(flagged, groups) is groups

@@ -132,6 +132,11 @@ def _law(xk, cols):
 class _Formula:
     cols: tuple
     r2_test: float
+    origin: str = "kan"
+
+    @property
+    def expr(self):  # as kept_run measures its size
+        return sympy.Add(*sympy.symbols([f"x{i}" for i in self.cols]))
 
     def __call__(self, xk):
         return _law(xk, self.cols)
