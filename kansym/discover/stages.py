@@ -45,7 +45,7 @@ from kansym.nn.config import KANConfig
 from kansym.nn.kan import KAN
 from kansym.prune.prune import PruneResult, prune
 from kansym.symbolic.compose import SymbolicKAN, input_symbols, lambdify_formula, symbolify, predictions
-from kansym.symbolic.direct import DirectCandidate, direct_search
+from kansym.symbolic.direct import ERROR_FLOOR, DirectCandidate, direct_search
 from kansym.symbolic.occam import Candidate, simplify_edges
 from kansym.symbolic.pareto import pareto_front
 from kansym.symbolic.refine import exact_as_floats, refine
@@ -57,7 +57,7 @@ from kansym.train.memory import check_training_memory
 from kansym.train.state import FitInterrupted, FitState
 
 __all__ = ['train_stage', 'prune_stage', 'finetune_stage', 'torch_dtype', 'symbolify_stage', 'symbolify_bundle',
-    'wants_direct_search', 'occam_candidates', 'noise_floor', 'EXACT_DIRECT_ERROR']
+    'wants_direct_search', 'occam_candidates', 'noise_floor']
 
 log = logging.getLogger("kansym")
 
@@ -239,7 +239,6 @@ def finetune_stage(
     return bundle.replace_model(ft.model.cpu(), finetune_history=ft.history.to_dict())
 
 
-EXACT_DIRECT_ERROR = 1e-9  # a direct formula this close (normalised RMS error) skips the KAN's Occam step and refit
 UNDEFINED = Fidelity(-math.inf, -math.inf, math.inf, math.inf)  # a formula that is NaN/inf on some rows
 
 
@@ -310,7 +309,7 @@ def symbolify_stage(
         x_test, y_test = x, y
     symbols = tuple(input_symbols(bundle.input_names, positive=bundle.transform.log_space))
     # an exact direct formula makes the KAN's Occam step and refit (minutes on some 2-input laws) moot
-    exact_direct = bool(direct) and min(c.error for c in direct) <= EXACT_DIRECT_ERROR
+    exact_direct = bool(direct) and min(c.error for c in direct) <= ERROR_FLOOR
     occam = len(bundle.output_names) == 1 and simplify and not exact_direct
     fits_by, occam_by, refine_by = (stage_deadline(deadline, s) for s in ("per-edge fits", "Occam step", "refinement"))
     stages = stages or Stages(show=False)
