@@ -63,7 +63,13 @@ Symmetries of an oracle that remove one input: f depends on two inputs only thro
 AI Feynman (Udrescu & Tegmark 2020, Sci. Adv. 6, eaay2631, §2, "translational symmetry
 and generalizations") tests whether a law ``f`` depends on inputs ``x_i, x_j`` only
 through ``x_i - x_j``, ``x_i + x_j``, ``x_i / x_j`` or ``x_i x_j``; if it does, the two
-inputs become one new variable ``w`` and the problem has one input fewer.
+inputs become one new variable ``w`` and the problem has one input fewer. Physical laws also
+hold inputs through monomials of other powers (``x2**3 x3**2 / x4**2`` inside a ``tanh``), so
+``x_i**a x_j**b`` is tested too, with ``(a, b)`` nominated by the oracle itself: for such an
+``f`` the ratio of its log-slopes ``x_j f_j / (x_i f_i)`` is the constant ``b / a``
+(:func:`monomial_exponents`; the gradient reading of AI Feynman 2.0's generalized symmetries,
+Udrescu et al. 2020, arXiv:2006.10782, §2.3). Repeated, it reduces a function of one monomial
+of any number of inputs to a function of one variable.
 
 The test moves ``x_i`` of a data row ``a`` to its value in another row ``b`` and
 compensates in ``x_j`` so that the combination keeps its value (``x_j + (b_i - a_i)`` for
@@ -82,6 +88,7 @@ the recursion's probes stay where the oracle was trained.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -98,7 +105,7 @@ from kansym.symbolic.verify import nrmse, r2_score
 __all__ = ['table_space', 'additive_r2', 'interaction_r2', 'choose_space', 'interaction_error', 'additivity', 'legendre_features',
     'OracleError', 'TransformedError', 'TRANSFORMS', 'TargetTransform', 'as_error', 'NOISE_FACTOR',
     'OFFSET_MARGIN', 'PAIRS', 'Oracle', 'best_offset', 'graph_of', 'groups_of', 'interaction_graph', 'ratios',
-    'swapped_values', 'KINDS', 'Symmetry', 'find_symmetry', 'reduced_problem']
+    'swapped_values', 'KINDS', 'Symmetry', 'find_symmetry', 'reduced_problem', 'monomial_exponents']
 
 log = logging.getLogger("kansym")
 
@@ -354,7 +361,10 @@ def groups_of(graph: nx.Graph) -> list[list[int]]:
     return sorted(sorted(c) for c in nx.connected_components(graph))
 
 
-KINDS = ("difference", "sum", "ratio", "product")
+KINDS = ("difference", "sum", "ratio", "product")  # and "power", for the exponents monomial_exponents nominates
+SLOPE_STEP = 1e-3  # step in log x of the log-slopes that nominate a power's exponents
+MAX_POWER = 3  # largest exponent of a power x_i**a x_j**b
+POWER_TOLERANCE = 0.1  # a median slope ratio this close (relative) to b / a nominates it
 EFFECT_FACTOR = 2.0  # the uncompensated move must change f by this many times the tolerance
 MIN_ROWS = 32  # moved rows inside the box needed for a test
 
@@ -367,29 +377,34 @@ class Symmetry:
     ----------
     i, j : int
         Column indices, ``i != j``.
-    kind : {"difference", "sum", "ratio", "product"}
-        ``x_i - x_j``, ``x_i + x_j``, ``x_i / x_j`` or ``x_i * x_j``.
+    kind : {"difference", "sum", "ratio", "product", "power"}
+        ``x_i - x_j``, ``x_i + x_j``, ``x_i / x_j``, ``x_i * x_j`` or ``x_i**a * x_j**b``.
     ratio : float
         RMS compensated change over its tolerance (< 1 for a symmetry).
+    a, b : int
+        The exponents of ``"power"`` (coprime, ``a > 0``, ``b/a`` not ±1); 1 otherwise.
     """
 
     i: int
     j: int
     kind: str
     ratio: float
+    a: int = 1
+    b: int = 1
 
     def combine(self, xi, xj):
         """The combination, on arrays or sympy expressions."""
-        return {"difference": lambda: xi - xj, "sum": lambda: xi + xj,
-                "ratio": lambda: xi / xj, "product": lambda: xi * xj}[self.kind]()
+        return {"difference": lambda: xi - xj, "sum": lambda: xi + xj, "ratio": lambda: xi / xj,
+                "product": lambda: xi * xj, "power": lambda: xi ** self.a * xj ** self.b}[self.kind]()
 
 
 def _positive(col: np.ndarray) -> bool:
     return bool(np.all(col > 0))
 
 
-def _compensate(kind: str, a_i, a_j, b_i):
-    """``x_j`` that keeps the combination of row ``a`` when ``x_i`` moves from ``a_i`` to ``b_i``."""
+def _compensate(kind: str, a_i, a_j, b_i, power: float = 1.0):
+    """``x_j`` that keeps the combination of row ``a`` when ``x_i`` moves from ``a_i`` to ``b_i``
+    (``power``: ``a / b`` of ``x_i**a x_j**b``)."""
     with np.errstate(all="ignore"):
         if kind == "difference":
             return a_j + (b_i - a_i)
@@ -397,7 +412,53 @@ def _compensate(kind: str, a_i, a_j, b_i):
             return a_j - (b_i - a_i)
         if kind == "ratio":
             return a_j * b_i / a_i
+        if kind == "power":
+            return a_j * (a_i / b_i) ** power
         return a_j * a_i / b_i
+
+
+def _log_slopes(f: Oracle, rows: np.ndarray, positive: Sequence[int]) -> dict[int, np.ndarray]:
+    """``x_k df/dx_k`` of ``f`` at ``rows`` for each input ``k`` of ``positive``, by central
+    differences in ``log x_k`` (steps of ``SLOPE_STEP``)."""
+    moved = []
+    for k in positive:
+        for sign in (1.0, -1.0):
+            m = rows.copy()
+            m[:, k] *= math.exp(sign * SLOPE_STEP)
+            moved.append(m)
+    if not moved:
+        return {}
+    with np.errstate(all="ignore"):
+        v = np.asarray(f(np.concatenate(moved)), dtype=np.float64).reshape(len(moved), rows.shape[0])
+    return {k: (v[2 * n] - v[2 * n + 1]) / (2 * SLOPE_STEP) for n, k in enumerate(positive)}
+
+
+def monomial_exponents(f: Oracle, rows: np.ndarray, positive: Sequence[int]) -> dict[tuple[int, int], tuple[int, int]]:
+    """For each pair ``i < j`` of positive inputs, the exponents ``(a, b)`` of ``x_i**a x_j**b``
+    through which ``f`` would depend on both, read off the ratio of its log-slopes (constant,
+    ``b / a``, for such an ``f``: ``x_j f_j / (x_i f_i) = b / a``), its median over the rows where
+    both slopes are not small, snapped within ``POWER_TOLERANCE`` to ``b / a`` with
+    ``1 <= a, |b| <= MAX_POWER``. Only a nomination: :func:`find_symmetry`'s compensated move
+    decides. Pairs whose ratio is near ±1 (the product and ratio kinds) or no simple value are left out."""
+    slopes = _log_slopes(f, rows, positive)
+    simple = sorted({(sympy.Rational(b, a), a, b) for a in range(1, MAX_POWER + 1)
+                     for b in range(-MAX_POWER, MAX_POWER + 1) if b and math.gcd(a, abs(b)) == 1})
+    out = {}
+    for i in positive:
+        for j in positive:
+            if j <= i:
+                continue
+            gi, gj = slopes[i], slopes[j]
+            with np.errstate(all="ignore"):
+                big = ((np.abs(gi) > 0.1 * np.sqrt(np.mean(gi ** 2))) & (np.abs(gj) > 0.1 * np.sqrt(np.mean(gj ** 2)))
+                       & np.isfinite(gi) & np.isfinite(gj))
+            if big.sum() < MIN_ROWS:
+                continue
+            q = float(np.median(gj[big] / gi[big]))
+            r, a, b = min(simple, key=lambda t: abs(float(t[0]) - q))
+            if abs(float(r) - q) <= POWER_TOLERANCE * abs(float(r)) and abs(r) != 1:
+                out[(i, j)] = (a, b)
+    return out
 
 
 def find_symmetry(f: Oracle, z: np.ndarray, eps: float, *, seed: int = SEED) -> Symmetry | None:
@@ -417,7 +478,8 @@ def find_symmetry(f: Oracle, z: np.ndarray, eps: float, *, seed: int = SEED) -> 
     -------
     Symmetry or None
         The pair and kind with the smallest compensated change among those that pass;
-        ratio and product only for inputs of one strict sign (here: positive).
+        ratio, product and power only for inputs of one strict sign (here: positive), power
+        only with the exponents :func:`monomial_exponents` nominates.
     """
     n, d = z.shape
     rng = np.random.default_rng([seed, 47])
@@ -426,35 +488,31 @@ def find_symmetry(f: Oracle, z: np.ndarray, eps: float, *, seed: int = SEED) -> 
     f_a = np.asarray(f(a), dtype=np.float64)
     err = as_error(eps)
     e_a, floor = err.at(f_a), 1e-12 * float(np.std(f_a)) + 1e-300
+    positive = [k for k in range(d) if _positive(z[:, k])]
+    tried = [(i, j, kind, 1, 1) for i in range(d) for j in range(d) for kind in KINDS
+             if j != i and (kind not in ("ratio", "product") or (i in positive and j in positive))
+             and not (kind in ("sum", "product") and j < i)]  # symmetric in i, j: test each pair once
+    tried += [(i, j, "power", pa, pb) for (i, j), (pa, pb) in monomial_exponents(f, a, positive).items()]
     best = None
-    for i in range(d):
+    for i, j, kind, pa, pb in tried:
         moved = a.copy()
         moved[:, i] = b[:, i]
-        for j in range(d):
-            if j == i:
-                continue
-            for kind in KINDS:
-                if kind in ("ratio", "product") and not (_positive(z[:, i]) and _positive(z[:, j])):
-                    continue
-                if kind in ("sum", "product") and j < i:  # symmetric in i, j: test each pair once
-                    continue
-                new_j = _compensate(kind, a[:, i], a[:, j], b[:, i])
-                keep = np.isfinite(new_j) & (new_j >= lo[j]) & (new_j <= hi[j])
-                if keep.sum() < MIN_ROWS:
-                    continue
-                comp = moved[keep].copy()
-                comp[:, j] = new_j[keep]
-                with np.errstate(all="ignore"):
-                    f_comp = np.asarray(f(comp), dtype=np.float64)
-                    # each row's change in units of its noise (the error at both ends), then RMS
-                    noise = NOISE_FACTOR * np.maximum(np.sqrt((err.at(f_comp) ** 2 + e_a[keep] ** 2) / 2), floor)
-                    change = np.sqrt(np.mean(((f_comp - f_a[keep]) / noise) ** 2))
-                    effect = np.sqrt(np.mean(((np.asarray(f(moved[keep])) - f_a[keep]) / noise) ** 2))
-                if not (np.isfinite(change) and np.isfinite(effect)) or effect < EFFECT_FACTOR:
-                    continue
-                ratio = float(change)
-                if ratio < 1.0 and (best is None or ratio < best.ratio):
-                    best = Symmetry(i, j, kind, ratio)
+        new_j = _compensate(kind, a[:, i], a[:, j], b[:, i], pa / pb)
+        keep = np.isfinite(new_j) & (new_j >= lo[j]) & (new_j <= hi[j])
+        if keep.sum() < MIN_ROWS:
+            continue
+        comp = moved[keep].copy()
+        comp[:, j] = new_j[keep]
+        with np.errstate(all="ignore"):
+            f_comp = np.asarray(f(comp), dtype=np.float64)
+            # each row's change in units of its noise (the error at both ends), then RMS
+            noise = NOISE_FACTOR * np.maximum(np.sqrt((err.at(f_comp) ** 2 + e_a[keep] ** 2) / 2), floor)
+            change = np.sqrt(np.mean(((f_comp - f_a[keep]) / noise) ** 2))
+            effect = np.sqrt(np.mean(((np.asarray(f(moved[keep])) - f_a[keep]) / noise) ** 2))
+        if not (np.isfinite(change) and np.isfinite(effect)) or effect < EFFECT_FACTOR:
+            continue
+        if change < 1.0 and (best is None or change < best.ratio):
+            best = Symmetry(i, j, kind, float(change), pa, pb)
     return best
 
 
@@ -468,12 +526,15 @@ def _realise(sym: Symmetry, w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tu
             low, high = np.maximum(lj, w - hi_i), np.minimum(hj, w - li)
         elif sym.kind == "ratio":  # x_i = w x_j
             low, high = np.maximum(lj, li / w), np.minimum(hj, hi_i / w)
+        elif sym.kind == "power":  # x_i = (w / x_j**b)**(1/a): x_j**b between w / hi_i**a and w / li**a
+            ends = (w / hi_i ** sym.a) ** (1 / sym.b), (w / li ** sym.a) ** (1 / sym.b)
+            low, high = np.maximum(lj, np.minimum(*ends)), np.minimum(hj, np.maximum(*ends))
         else:  # x_i = w / x_j
             low, high = np.maximum(lj, w / hi_i), np.minimum(hj, w / li)
         high = np.maximum(high, low)  # an empty interval (w outside the data's): its nearer end
-        x_j = np.sqrt(low * high) if sym.kind in ("ratio", "product") else 0.5 * (low + high)
-        x_i = {"difference": lambda: w + x_j, "sum": lambda: w - x_j,
-               "ratio": lambda: w * x_j, "product": lambda: w / x_j}[sym.kind]()
+        x_j = np.sqrt(low * high) if sym.kind in ("ratio", "product", "power") else 0.5 * (low + high)
+        x_i = {"difference": lambda: w + x_j, "sum": lambda: w - x_j, "ratio": lambda: w * x_j,
+               "product": lambda: w / x_j, "power": lambda: (w / x_j ** sym.b) ** (1 / sym.a)}[sym.kind]()
     return x_i, x_j
 
 

@@ -7,7 +7,7 @@ import pytest
 import sympy
 
 from kansym.discover.structure_search import decompose
-from kansym.discover.structure_tests import find_symmetry, reduced_problem
+from kansym.discover.structure_tests import find_symmetry, monomial_exponents, reduced_problem
 from kansym.symbolic.verify import is_exact_recovery
 
 
@@ -83,3 +83,33 @@ def test_an_expired_deadline_stops_the_decomposition():
     ticks = iter([0.0] + [10.0] * 100)
     deadline = Deadline(1.0, clock=lambda: next(ticks))
     assert decompose(f, z, syms, 1e-6, deadline=deadline) is None
+
+
+def test_the_exponents_of_a_monomial_argument_are_read_off_the_log_slopes():
+    # tanh(x1**3 x2**2 / (4 pi x3**2)): x1 and x2 through x1**3 x2**2, x1 and x3 through x1**3 / x3**2;
+    # x2 and x3 through x2 / x3, the ratio kind, so not nominated
+    f, z, _ = _problem(lambda a, b, c: np.tanh(a ** 3 * b ** 2 / (4 * np.pi * c ** 2)), 3, lo=0.5, hi=3.0)
+    assert monomial_exponents(f, z[:256], [0, 1, 2]) == {(0, 1): (3, 2), (0, 2): (3, -2)}
+    # a law of no monomial of x1, x2: sin(x1) + x2 has a slope ratio that varies, snapped to nothing or refuted below
+    f2, z2, _ = _problem(lambda a, b, c: np.sin(a) + b * c, 3)
+    sym = find_symmetry(f2, z2, 1e-6)
+    assert sym is None or sym.kind != "power"
+
+
+def test_a_function_of_one_monomial_reduces_to_one_variable():
+    fn = lambda a, b: 3 * np.tanh(a ** 3 * b ** 2 / (4 * np.pi))
+    f, z, syms = _problem(fn, 2, lo=0.5, hi=2.0)
+    sym = find_symmetry(f, z, 1e-6)
+    assert (sym.kind, sym.i, sym.j, sym.a, sym.b) == ("power", 0, 1, 3, 2) and sym.ratio < 1e-3
+    g, z_red, s_red, w, w_expr = reduced_problem(f, z, syms, sym)
+    assert w_expr == syms[0] ** 3 * syms[1] ** 2 and z_red.shape == (3000, 1)
+    np.testing.assert_allclose(g(z_red), fn(*z.T), rtol=1e-10)  # realised inside the box, the same values
+
+
+def test_a_function_of_one_monomial_of_three_inputs_is_solved_whole():
+    # x2 / x3 (the ratio kind), then x1**3 and (x2/x3)**2 (a power): one variable, a leaf of one input
+    f, z, syms = _problem(lambda a, b, c: 3 * np.tanh(a ** 3 * b ** 2 / (4 * np.pi * c ** 2)), 3, lo=0.5, hi=2.0)
+    solved = decompose(f, z, syms, 1e-6)
+    assert solved is not None
+    truth = sympy.sympify("3*tanh(x1**3*x2**2/(4*pi*x3**2))", locals={s.name: s for s in syms})
+    assert is_exact_recovery(truth, solved[0][0], symbols=syms), solved[0][0]
