@@ -51,7 +51,7 @@ import sympy
 
 from kansym.config import COMPLEXITY_WEIGHT
 from kansym.deadline import Deadline, time_is_up
-from kansym.symbolic.vocabulary import occupation_candidates
+from kansym.symbolic.vocabulary import occupation_candidates, scaled_candidates
 from kansym.symbolic.vocabulary import _INVERSE_NP, _SLOPE, _design, _dictionary, _expression, _rational, _transforms
 from kansym.symbolic.compose import predictions
 from kansym.symbolic.pareto import expression_complexity
@@ -472,7 +472,8 @@ def _solved_subset(p: _Problem, name: str, inverse: Callable[[sympy.Expr], sympy
 
 def _raw_candidates(p: _Problem, top: Sequence[_Prelim]) -> tuple[list[tuple], list[tuple]]:
     """The raw candidates to refine, ``(score, nodes, text, expr)``: the best subsets' formulas and, with
-    one input, the fitted occupation templates; and those templates, ``(error, text, expr)``."""
+    one input, the fitted templates (occupation numbers, a standard function of a scaled power:
+    :mod:`kansym.symbolic.vocabulary`); and those templates, ``(error, text, expr)``."""
     raw = []
     for _, name, inverse, cols, coef, err, whole in top:
         # err: the numeric error of exactly this expression on the search rows (computed
@@ -480,8 +481,10 @@ def _raw_candidates(p: _Problem, top: Sequence[_Prelim]) -> tuple[list[tuple], l
         expr = _expression(p.num, p.den, cols, coef, inverse)
         nodes = expression_complexity(expr if whole is None else _expression(p.num, p.den, cols, whole, inverse))
         raw.append((selection_score(max(err, p.outside), nodes, p.complexity_weight), nodes, str(expr), expr))
-    templates = []  # amplitudes the links cannot hold: a x^p/(exp(c x^q) -+ 1), fitted (_templates)
-    for expr in occupation_candidates(p.x[:, 0], p.y, p.syms[0], factor=p.factor) if p.x.shape[1] == 1 else ():
+    templates = []  # what the links cannot hold: a x^p/(exp(c x^q) -+ 1), a g(k x^p) + b, fitted
+    one = p.x.shape[1] == 1
+    for expr in ([*occupation_candidates(p.x[:, 0], p.y, p.syms[0], factor=p.factor),
+                  *scaled_candidates(p.x[:, 0], p.y, p.syms[0], factor=p.factor)] if one else ()):
         pred = predictions(expr, p.syms, p.x[p.rows])
         err = _nrmse(p.y[p.rows], pred, p.relative, None if p.factor is None else p.factor[p.rows])
         if math.isfinite(err):

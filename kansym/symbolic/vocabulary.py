@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import sympy
-from scipy.optimize import least_squares
+from scipy.optimize import least_squares, minimize_scalar
 
 
 MAX_VALUE = 1e12  # features beyond this magnitude on the data are dropped
@@ -306,3 +306,105 @@ def occupation_candidates(x: np.ndarray, y: np.ndarray, symbol: sympy.Symbol, ke
                     found.append((rms, p * p + q, str(expr), expr))
     found.sort(key=lambda f: f[:3])
     return [f[3] for f in found[:keep]]
+
+
+# --- a standard function of a scaled power of one input ---------------------------------
+
+SCALED = {  # g(u) of the templates a g(k x**p) + b, with the signs of k that give distinct forms
+    "tanh": (sympy.tanh, np.tanh, (1,)),
+    "exp": (sympy.exp, np.exp, (1, -1)),
+    "sin": (sympy.sin, np.sin, (1,)),
+    "cos": (sympy.cos, np.cos, (1,)),
+    "sqrt1p": (lambda u: sympy.sqrt(1 + u), lambda u: np.sqrt(1 + u), (1,)),
+    "log1p": (lambda u: sympy.log(1 + u), np.log1p, (1,)),
+    "inv1p": (lambda u: 1 / (1 + u), lambda u: 1 / (1 + u), (1,)),
+}
+SCALED_POWERS = (sympy.Rational(-2), sympy.Rational(-1), sympy.Rational(-1, 2), sympy.Rational(1, 2),
+                 sympy.Rational(1), sympy.Rational(2), sympy.Rational(3))
+SCALE_GRID = np.logspace(-2.0, 2.0, 41)  # scales k tried, times 1 / median(x**p), before a bounded polish
+
+
+def _projected(g: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float, float]:
+    """``(a, b, weighted SSE)`` of the least-squares fit ``y ~ a g + b`` (weights ``w``); inf SSE
+    where ``g`` is not finite or has no spread."""
+    if not np.all(np.isfinite(g)) or not np.ptp(g) > 0:
+        return 0.0, 0.0, math.inf
+    A = np.column_stack([g, np.ones_like(g)]) * w[:, None]
+    coef, *_ = np.linalg.lstsq(A, y * w, rcond=None)
+    r = A @ coef - y * w
+    return float(coef[0]), float(coef[1]), float(r @ r)
+
+
+def scaled_candidates(x: np.ndarray, y: np.ndarray, symbol: sympy.Symbol, keep: int = 3,
+                      factor: np.ndarray | None = None) -> list[sympy.Expr]:
+    """The ``keep`` best fits ``a g(k x**p) + b`` of ``y(x)`` (one positive input) over the
+    standard functions ``g`` of :data:`SCALED` and the powers :data:`SCALED_POWERS`, as sympy
+    expressions with float constants (refined, snapped and chosen with the other candidates).
+
+    The scale ``k`` sits inside ``g``, where no linear solve of the search reaches it
+    (``tanh(v / (4 pi))``, ``exp(-sqrt(x) / (2 pi))``). For each ``(g, p)`` the amplitude and
+    offset are eliminated by least squares at each ``k`` (variable projection, Golub & Pereyra
+    1973, SIAM J. Numer. Anal. 10, 413): ``k`` is scanned on :data:`SCALE_GRID` and the best
+    grid value polished by a bounded scalar search between its neighbours
+    (:func:`scipy.optimize.minimize_scalar`). ``sin``/``cos`` only while ``|k x**p|`` stays
+    below ``MAX_PHASE``.
+
+    Parameters
+    ----------
+    x, y : ndarray (N,)
+        The input (positive, else no candidate) and the target.
+    symbol : sympy.Symbol
+    keep : int
+        Most candidates returned, smallest weighted RMS error first.
+    factor : ndarray (N,), optional
+        A known positive factor of each row (as :func:`occupation_candidates`): the fits weigh
+        each row's residual by it.
+    """
+    x, y = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
+    if x.size < 10 or not np.all(x > 0) or not np.ptp(y) > 0:
+        return []
+    rows = np.unique(np.linspace(0, x.size - 1, min(ROWS, x.size)).astype(int))
+    x, y = x[rows], y[rows]
+    w = np.ones_like(y) if factor is None else np.asarray(factor, dtype=np.float64).ravel()[rows]
+    found = []
+    for name, (g_sym, g_num, signs) in SCALED.items():
+        for p in SCALED_POWERS:
+            u = x ** float(p)
+            scale = 1.0 / float(np.median(u))
+            for sign in signs:
+                fit = _scaled_fit(g_num, u, y, w, sign * scale, periodic=name in ("sin", "cos"))
+                if fit is not None:
+                    a, k, b, sse = fit
+                    expr = sympy.Float(a) * g_sym(sympy.Float(k) * symbol ** p) + sympy.Float(b)
+                    found.append((sse, str(expr), expr))
+    found.sort(key=lambda f: f[:2])
+    return [f[2] for f in found[:keep]]
+
+
+def _scaled_fit(g: Callable[[np.ndarray], np.ndarray], u: np.ndarray, y: np.ndarray, w: np.ndarray, scale: float,
+                periodic: bool) -> tuple[float, float, float, float] | None:
+    """``(a, k, b, SSE)`` of the best ``a g(k u) + b`` with ``k`` of ``scale``'s sign, or None."""
+    ks = scale * SCALE_GRID
+    if periodic:
+        ks = ks[np.abs(ks) * float(np.max(np.abs(u))) <= MAX_PHASE]
+    if ks.size == 0:
+        return None
+
+    def sse(log_k: float) -> float:
+        with np.errstate(all="ignore"):
+            return _projected(g(math.copysign(math.exp(log_k), scale) * u), y, w)[2]
+    logs = np.log(np.abs(ks))
+    errors = np.array([sse(lk) for lk in logs])
+    if not np.any(np.isfinite(errors)):
+        return None
+    best = int(np.argmin(errors))
+    lo, hi = logs[max(best - 1, 0)], logs[min(best + 1, logs.size - 1)]
+    log_k = logs[best]
+    if hi > lo:
+        sol = minimize_scalar(sse, bounds=(lo, hi), method="bounded", options={"xatol": 1e-8})
+        if sol.success and sol.fun <= errors[best]:
+            log_k = float(sol.x)
+    k = math.copysign(math.exp(log_k), scale)
+    with np.errstate(all="ignore"):
+        a, b, err = _projected(g(k * u), y, w)
+    return (a, k, b, err) if math.isfinite(err) and a != 0 else None
