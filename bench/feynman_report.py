@@ -62,24 +62,25 @@ def indistinguishable(row: dict) -> bool:
 
 
 def halves_table(rows: Iterable[dict]) -> list[str]:
-    """One Markdown line per (method, half, noise, units): exact recoveries, median seconds,
-    wrong formulas printed without a warning (and how many of them the rows cannot tell from
-    the law, :func:`indistinguishable`), equations stopped at the limit, and errors; methods in
-    the order they first appear."""
+    """One Markdown line per (method, half, noise, units): exact recoveries (and how many of them
+    carry a WARNING: the guard's false alarms), median seconds, wrong formulas printed without a
+    warning (and how many of them the rows cannot tell from the law, :func:`indistinguishable`),
+    equations stopped at the limit, and errors; methods in the order they first appear."""
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
         groups.setdefault(_config(row), []).append(row)
     order = list(dict.fromkeys(k[0] for k in groups))
-    lines = ["| method | half | noise | units | exact | median s | wrong, no warning | of which the rows cannot tell "
-             "(λ < 6.6) | stopped at the limit | errors |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| method | half | noise | units | exact | of which warned | median s | wrong, no warning | of which the "
+             "rows cannot tell (λ < 6.6) | stopped at the limit | errors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for key in sorted(groups, key=lambda k: (order.index(k[0]), k[2], k[3], k[1])):
         mine = groups[key]
         stopped = sum(bool(r.get("timed_out")) for r in mine)
         errors = sum("error" in r and not r.get("timed_out") for r in mine)
         wrong = sum(wrong_unflagged(r) for r in mine)
         hidden = sum(wrong_unflagged(r) and indistinguishable(r) for r in mine)
-        lines.append(f"| {key[0]} | {key[1]} | {key[2]:g} | {key[3]} | {_rate(mine)} | "
+        warned = sum(bool(r.get("recovered")) and bool(r.get("warning")) for r in mine)
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]:g} | {key[3]} | {_rate(mine)} | {warned} | "
                      f"{_median_seconds(mine):.1f} | {wrong} | {hidden} | {stopped} | {errors} |")
     return lines
 
