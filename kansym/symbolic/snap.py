@@ -18,8 +18,12 @@ context (:func:`kansym.symbolic.constants.exact_candidates`) only when both hold
     misfit, so its floats are cheap and only a short exact value gains: ``2.9974`` in
     ``0.33 cos(2.9974 t)`` fitted to a damped oscillation, its error far above the floor, is no
     ``113/(12 pi)``.)
-    A snap to 0 also saves the operator that joined the term (:data:`ZERO_BITS`), so a
-    constant within about 1.6 standard errors of 0 is dropped.
+    A snap to 0 also saves the operator that joined the term (:data:`ZERO_BITS`).
+(c) **zero**: 0, the simplest value, is taken without (b) when fixing the constant there
+    raises ``N e**2`` by at most ``ZERO_Z**2 eta**2`` (``ZERO_Z = 2``, within two standard errors;
+    issue 34): by bits alone a constant beyond about 1.6 standard errors of 0 stayed, so a
+    constant the law does not have was kept on one table in nine (``3 (sqrt(x1) - 0.0071)
+    tanh(...)`` at 1 % noise); now on one in twenty-two (two-sided 4.6 %).
 
 The noise ``eta`` is ``min(e0, noise)``, ``e0`` the error of the refitted formula and
 ``noise`` a floor estimated from the data and passed in (e.g. the model's error on
@@ -55,6 +59,7 @@ ROUND_NOISE = 1e-10  # the noise floor of rounding: an exact law's floats keep a
 Z = 3.0  # standard errors: the "within the noise" test and twice the candidates' search radius
 MIN_GAIN = 1.0  # bits a snap must save: the exact value at least twice as probable under the code as the float
 ZERO_BITS = 1.0  # what a constant snapped to 0 saves besides itself: the operator that joined its term
+ZERO_Z = 2.0  # a constant within this many standard errors of 0 (likelihood ratio) is dropped, whatever the bits
 LN2 = math.log(2.0)
 SLACK_BITS = 2.0  # how far the linearised cost may overstate the true one before a candidate is skipped
 TRIAL_NFEV = 30  # evaluations per free constant of a trial's refit (the Occam step's budget); a kept snap's: twice
@@ -171,27 +176,28 @@ def _best_snap(prob: Problem, values: np.ndarray, i: int, se_i: float, options: 
     budget = float_bits(values[i], se_i * sigma / eta)
     best, best_gain = None, MIN_GAIN
     for cand in options:
-        bonus = ZERO_BITS if cand.expr == 0 else 0.0
-        if budget + bonus - cand.bits <= best_gain:
-            if cand.expr == 0:
-                continue
+        zero = cand.expr == 0
+        bonus = ZERO_BITS if zero else 0.0
+        if not zero and budget - cand.bits <= best_gain:
             break  # fewest bits first: no later candidate can gain more
         # the linearised cost (the others refitted): N e**2 rises by ((c - v)/s)**2 eta**2, s the
         # standard error at eta; a candidate that cannot pass (a) or gain even with some slack
         # for a nonlinear formula is not tried on the data
         z_v = abs(cand.value - values[i]) / se_i
-        if (z_v > z + 1 or budget + bonus - cand.bits - (z_v * eta / sigma) ** 2 / (2 * LN2)
+        if (z_v > (ZERO_Z if zero else z) + 1 or not zero and budget - cand.bits - (z_v * eta / sigma) ** 2 / (2 * LN2)
                 <= best_gain - SLACK_BITS):
             continue
         trial = values.copy()
         trial[i] = cand.value
         rise = n * max(prob.error(trial) ** 2 - current ** 2, 0.0)
         gain = budget + bonus - cand.bits - rise / (2 * LN2 * sigma ** 2)
-        if (gain <= best_gain or rise > z ** 2 * eta ** 2) and rise > 0.01 * eta ** 2 and rest.any():
+        if (zero or gain <= best_gain or rise > z ** 2 * eta ** 2) and rise > 0.01 * eta ** 2 and rest.any():
             # not good enough as it stands: the other constants adapt (a short refit)
             trial = prob.refit(trial, rest, max_nfev=TRIAL_NFEV * (int(rest.sum()) + 1))
             rise = n * max(prob.error(trial) ** 2 - current ** 2, 0.0)
             gain = budget + bonus - cand.bits - rise / (2 * LN2 * sigma ** 2)
+        if zero and rise <= ZERO_Z ** 2 * eta ** 2:
+            return cand, trial  # the simplest value, within two standard errors: whatever the bits
         if rise <= z ** 2 * eta ** 2 and gain > best_gain:
             best, best_gain = (cand, trial), gain
     return best

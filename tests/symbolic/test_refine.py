@@ -242,3 +242,21 @@ def test_simplify_formula_skips_sympy_simplify_on_a_long_trigonometric_compositi
     x = sympy.Symbol("x")
     assert simplify_formula(sympy.sin(x) ** 2 + sympy.cos(x) ** 2 + x) == x + 1
     assert len(called) == 1
+
+
+@pytest.mark.parametrize("t, dropped", [(1.8, True), (1.95, True), (2.3, False), (4.0, False)])
+def test_an_offset_within_two_standard_errors_of_zero_is_dropped(t, dropped):
+    """Issue 34: a constant the data cannot tell from 0 at two standard errors goes, whatever
+    its bits (by bits alone one at 1.8 standard errors stayed: a spurious offset printed as
+    part of the law). The rows' noise is built so that the fitted offset lies exactly ``t``
+    standard errors from 0."""
+    from kansym.symbolic.snap import snap_constants
+
+    x = sympy.Symbol("x", positive=True)
+    xs = np.linspace(1.0, 20.0, 4000)
+    noise = np.random.default_rng(3).normal(0.0, 0.05, xs.size)
+    noise -= noise.mean()  # the least-squares offset of sqrt(x) + b is then exactly the one added
+    se_b = float(np.sqrt(noise @ noise / (xs.size - 1) / xs.size))
+    y = np.sqrt(xs) + t * se_b + noise
+    out = snap_constants(sympy.sqrt(x) + sympy.Float(t * se_b), [x], xs[:, None], y)
+    assert (out == sympy.sqrt(x)) is dropped, out
