@@ -67,8 +67,11 @@ def test_a_tuning_law_runs_through_the_feynman_harness_and_is_recovered(tmp_path
 
 def test_the_validation_summary_has_counts_and_no_law():
     rows = [{"id": "R1000", "method": "kansym", "half": "validation", "noise": 0.01, "units_given": False,
-             "recovered": False, "formula": "x1*x2", "warning": None, "guardrails": []}]
+             "recovered": False, "formula": "x1*x2", "warning": None, "guardrails": []},
+            {"id": "R1001", "method": "kansym", "half": "validation", "noise": 0.01, "units_given": False,
+             "recovered": True, "formula": "x1/x2", "warning": "its residuals ...", "guardrails": []}]
     args = rl.parse_args(["--range", "validation", "--noise", "0.01"])
     text = rl.validation_summary(rows, args)
-    assert "| kansym | validation | 0.01 | not given | 0/1 (0.0 %) | nan | 1 | 0 | 0 |" in text
+    # exact 1 of 2, that one warned (a false alarm); one wrong formula printed without a warning
+    assert "| kansym | validation | 0.01 | not given | 1/2 (50.0 %) | 1 | nan | 1 | 0 | 0 | 0 |" in text
     assert "x1*x2" not in text and rl.draw_law(1000).formula not in text
