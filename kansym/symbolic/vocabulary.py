@@ -352,10 +352,11 @@ def scaled_candidates(x: np.ndarray, y: np.ndarray, symbol: sympy.Symbol, keep: 
     Parameters
     ----------
     x, y : ndarray (N,)
-        The input (positive, else no candidate) and the target.
+        The input and the target, fitted on at most ``ROWS`` evenly spaced rows. No candidate
+        when ``x`` is not positive everywhere, ``N < 10`` or ``y`` is constant.
     symbol : sympy.Symbol
     keep : int
-        Most candidates returned, smallest weighted RMS error first.
+        Most candidates returned, smallest weighted sum of squared errors first.
     factor : ndarray (N,), optional
         A known positive factor of each row (as :func:`occupation_candidates`): the fits weigh
         each row's residual by it.
